@@ -1,0 +1,49 @@
+#pragma once
+
+// The community directory: keeps the Host -> community map the gateway reads
+// on every request, and the node's readiness (database answers, migrations
+// current). It owns one database connection (detached actor) and refreshes
+// on a timer; the gateway reads an immutable snapshot without a mailbox hop.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "actors/db_session.hpp"
+#include "db/community_store.hpp"
+#include "messages/types.hpp"
+
+namespace waggle {
+
+// Shared between the directory actor (writer) and io threads (readers).
+class community_snapshot {
+ public:
+  using map = std::unordered_map<std::string, db::community>;  // normalized host -> community
+  std::optional<db::community> find(std::string_view host) const;
+  void publish(map m);
+  bool ready() const { return ready_.load(); }
+  void set_ready(bool r) { ready_.store(r); }
+
+ private:
+  std::shared_ptr<const map> map_ = std::make_shared<const map>();
+  std::atomic<bool> ready_{false};
+};
+
+using directory_actor = caf::typed_actor<caf::reacts_to<refresh_tick>>;
+
+struct directory_state {
+  std::unique_ptr<db_session> session;
+  std::shared_ptr<community_snapshot> snapshot;
+  caf::timespan interval{};
+  static inline const char* name = "community_directory";
+};
+
+directory_actor::behavior_type
+community_directory_impl(directory_actor::stateful_pointer<directory_state> self,
+                         std::string database_url, std::shared_ptr<community_snapshot> snapshot,
+                         caf::timespan interval);
+
+}  // namespace waggle

@@ -1,0 +1,58 @@
+#pragma once
+
+// Every setting of a node. Each has a flag and a WAGGLE_* environment
+// variable (flags win); `waggle serve --help` lists them and
+// docs/operations.md explains them.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/proto/status.hpp"
+
+namespace waggle {
+
+struct node_config {
+  std::string database_url;  // WAGGLE_DATABASE_URL
+  std::string bind = "127.0.0.1";
+  uint16_t port = 7777;
+  size_t io_threads = 1;
+  size_t writers = 2;
+  size_t readers = 2;
+  size_t max_batch = 512;
+  int64_t created_at_window = 900;
+  int64_t auth_window = 60;
+  size_t max_connections = 10000;
+  size_t max_frame_bytes = 64 * 1024;
+  size_t max_subscriptions = 64;
+  size_t max_filters = 10;
+  size_t max_filter_values = 500;
+  uint32_t default_limit = 100;
+  uint32_t max_limit = 500;
+  size_t max_outbound_frames = 2000;
+  int ping_seconds = 30;
+  int drain_seconds = 10;
+  std::string relay_name = "waggle";
+  std::string relay_description = "A Nostr relay for team chat";
+  std::string relay_key_file;  // default: $WAGGLE_DATA_DIR/relay.key
+  std::string data_dir = ".waggle";
+  std::string log_level = "info";
+};
+
+struct option_doc {
+  std::string flag;  // "--port"
+  std::string env;   // "WAGGLE_PORT"
+  std::string help;
+  std::string default_value;
+};
+
+// The documented options of `waggle serve`.
+const std::vector<option_doc>& serve_options();
+
+// Fills `cfg` from the environment, then from argv (flags win). Unknown flags
+// and malformed numbers are errors.
+status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
+
+std::string serve_usage();
+
+}  // namespace waggle

@@ -1,0 +1,304 @@
+#include "actors/connection_actor.hpp"
+
+#include <unordered_set>
+
+#include "actors/log.hpp"
+
+namespace waggle {
+
+namespace {
+
+// Rejections are counted by their protocol prefix ("invalid", "restricted"...).
+std::string reason_label(const status& st) {
+  return std::string{prefix_of(st.code)};
+}
+
+}  // namespace
+
+void connection_state::start() {
+  challenge = env.random_challenge();
+  send(proto::render_auth(challenge));
+}
+
+connection_state::~connection_state() {
+  if (env.stats)
+    env.stats->live_subscriptions -= static_cast<int64_t>(subs.size());
+}
+
+void connection_state::send(std::string frame) {
+  if (!closed)
+    sink->send_text(std::move(frame));
+}
+
+void connection_state::on_frame(const std::string& text) {
+  auto parsed = proto::parse_client_message(text, settings.limits);
+  if (auto* err = std::get_if<proto::parse_error>(&parsed)) {
+    using rk = proto::parse_error::reply_kind;
+    switch (err->reply) {
+      case rk::ok:
+        reject(err->ref, err->err);
+        break;
+      case rk::closed:
+        send(proto::render_closed(err->ref, err->err.message()));
+        break;
+      case rk::notice:
+        send(proto::render_notice(err->err.message()));
+        break;
+    }
+    return;
+  }
+  std::visit(
+    [this](auto&& msg) {
+      using T = std::decay_t<decltype(msg)>;
+      if constexpr (std::is_same_v<T, proto::event_msg>)
+        on_event(std::move(msg.ev));
+      else if constexpr (std::is_same_v<T, proto::auth_msg>)
+        on_auth(std::move(msg.ev));
+      else if constexpr (std::is_same_v<T, proto::req_msg>)
+        on_req(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::count_msg>)
+        on_count(std::move(msg));
+      else
+        on_close(msg);
+    },
+    std::move(std::get<proto::client_message>(parsed)));
+}
+
+void connection_state::send_ok(const std::string& id, bool accepted, const std::string& message) {
+  send(proto::render_ok(id, accepted, message));
+}
+
+void connection_state::reject(const std::string& id, const status& st) {
+  if (env.stats)
+    env.stats->count_rejected(reason_label(st));
+  send_ok(id, false, st.message());
+}
+
+void connection_state::on_event(proto::event&& ev) {
+  if (draining)
+    return reject(ev.id, {ec::unavailable, "relay is shutting down"});
+  if (auto st = admit_event(ev, authed, env.unix_now(), settings.policy); !st.ok())
+    return reject(ev.id, st);
+  if (events_in_flight >= settings.max_events_in_flight)
+    return reject(ev.id, {ec::rate_limited, "too many events awaiting commit on this connection"});
+  auto ptr = std::make_shared<const proto::event>(std::move(ev));
+  if (proto::is_ephemeral(ptr->kind)) {
+    // Ephemeral events are verified and fanned out, never stored.
+    self->send(peers.hub, committed_events{{db::ingest_item{settings.community_id, ptr}}});
+    if (env.stats)
+      ++env.stats->events_accepted;
+    return send_ok(ptr->id, true, "");
+  }
+  ++events_in_flight;
+  auto id = ptr->id;
+  self->request(peers.ingest, settings.ingest_timeout,
+                ingest_request{settings.community_id, std::move(ptr)})
+    .then([this, id](ingest_reply& reply) { on_ingest_reply(id, reply); },
+          [this, id](caf::error& err) {
+            // The outcome is unknown to us: never claim success.
+            on_ingest_reply(id, {db::write_outcome::failed, "ingest unavailable"});
+          });
+}
+
+void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
+  --events_in_flight;
+  auto answer = answer_for(reply.outcome, reply.reason);
+  if (env.stats) {
+    if (reply.outcome == db::write_outcome::stored)
+      ++env.stats->events_accepted;
+    else if (answer.accepted)
+      ++env.stats->events_duplicate;
+    else
+      env.stats->count_rejected(reply.outcome == db::write_outcome::rejected ? "invalid" : "error");
+  }
+  send_ok(id, answer.accepted, answer.message);
+  finish_drain_if_idle();
+}
+
+void connection_state::on_auth(proto::event&& ev) {
+  auto st = check_auth_event(ev, challenge, settings.host, env.unix_now(), settings.policy);
+  if (!st.ok())
+    return send_ok(ev.id, false, st.message());
+  authed.insert(ev.pubkey);
+  send_ok(ev.id, true, "");
+}
+
+void connection_state::on_req(proto::req_msg&& req) {
+  if (authed.empty())
+    return (void) send(proto::render_closed(
+      req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
+  if (draining)
+    return (void) send(proto::render_closed(req.sub_id, "error: relay is shutting down"));
+  auto existing = subs.find(req.sub_id);
+  if (existing == subs.end() && subs.size() >= settings.max_subscriptions)
+    return (void) send(proto::render_closed(
+      req.sub_id, status{ec::rate_limited, "too many subscriptions on this connection (max "
+                                              + std::to_string(settings.max_subscriptions) + ")"}
+                    .message()));
+  if (existing != subs.end())
+    drop_subscription(req.sub_id);  // a repeated id replaces the subscription
+  auto generation = ++next_generation;
+  subs[req.sub_id].generation = generation;
+  if (env.stats)
+    ++env.stats->live_subscriptions;
+  auto sub_id = req.sub_id;
+  auto filters = req.filters;
+  // Register first, query second: once the hub acknowledges, every event it
+  // has not yet seen will reach us live, and every event it has seen
+  // committed before our query's snapshot, so nothing falls in between.
+  self
+    ->request(peers.hub, settings.read_timeout,
+              hub_subscribe{caf::actor_cast<caf::actor>(self), settings.community_id, sub_id,
+                            std::move(req.filters)})
+    .then(
+      [this, sub_id, generation, filters = std::move(filters)](hub_ack) mutable {
+        if (!is_current(sub_id, generation))
+          return;
+        self
+          ->request(peers.reader, settings.read_timeout,
+                    history_request{settings.community_id, std::move(filters)})
+          .then(
+            [this, sub_id, generation](history_reply& reply) {
+              on_history(sub_id, generation, std::move(reply));
+            },
+            [this, sub_id, generation](caf::error&) {
+              if (is_current(sub_id, generation))
+                end_subscription(sub_id, "error: history query failed");
+            });
+      },
+      [this, sub_id, generation](caf::error&) {
+        if (is_current(sub_id, generation))
+          end_subscription(sub_id, "error: subscription index unavailable");
+      });
+}
+
+void connection_state::on_history(const std::string& sub_id, uint64_t generation,
+                                  history_reply&& reply) {
+  if (!is_current(sub_id, generation))
+    return;
+  if (!reply.err.ok())
+    return end_subscription(sub_id, reply.err.message());
+  for (auto& raw : reply.raws)
+    send(proto::render_event(sub_id, raw));
+  send(proto::render_eose(sub_id));
+  auto& sub = subs[sub_id];
+  sub.live = true;
+  if (!sub.pending.empty()) {
+    // Stored JSON is our own canonical rendering, so equal events are equal strings.
+    std::unordered_set<std::string_view> seen(reply.raws.begin(), reply.raws.end());
+    for (auto& ev : sub.pending)
+      if (!seen.contains(ev->raw))
+        send(proto::render_event(sub_id, ev->raw));
+    sub.pending.clear();
+    sub.pending.shrink_to_fit();
+  }
+}
+
+void connection_state::on_live(const live_event& msg) {
+  for (auto& sub_id : msg.sub_ids) {
+    auto i = subs.find(sub_id);
+    if (i == subs.end())
+      continue;  // closed while the event was on its way
+    auto& sub = i->second;
+    if (sub.live) {
+      send(proto::render_event(sub_id, msg.ev->raw));
+    } else if (sub.pending.size() < settings.max_pending_live) {
+      sub.pending.push_back(msg.ev);
+    } else {
+      end_subscription(sub_id, "error: too many live events while history was loading");
+    }
+  }
+}
+
+void connection_state::on_count(proto::count_msg&& req) {
+  if (authed.empty())
+    return (void) send(proto::render_closed(
+      req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
+  auto sub_id = req.sub_id;
+  self
+    ->request(peers.reader, settings.read_timeout,
+              count_request{settings.community_id, std::move(req.filters)})
+    .then(
+      [this, sub_id](count_reply& reply) {
+        if (!reply.err.ok())
+          send(proto::render_closed(sub_id, reply.err.message()));
+        else
+          send(proto::render_count(sub_id, reply.count));
+      },
+      [this, sub_id](caf::error&) { send(proto::render_closed(sub_id, "error: count failed")); });
+}
+
+void connection_state::on_close(const proto::close_msg& msg) {
+  if (subs.contains(msg.sub_id))
+    drop_subscription(msg.sub_id);
+}
+
+bool connection_state::is_current(const std::string& sub_id, uint64_t generation) const {
+  auto i = subs.find(sub_id);
+  return i != subs.end() && i->second.generation == generation;
+}
+
+void connection_state::drop_subscription(const std::string& sub_id) {
+  subs.erase(sub_id);
+  if (env.stats)
+    --env.stats->live_subscriptions;
+  self->send(peers.hub, hub_unsubscribe{caf::actor_cast<caf::actor>(self), sub_id});
+}
+
+void connection_state::end_subscription(const std::string& sub_id, const std::string& message) {
+  drop_subscription(sub_id);
+  send(proto::render_closed(sub_id, message));
+}
+
+void connection_state::on_drain() {
+  draining = true;
+  finish_drain_if_idle();
+}
+
+void connection_state::finish_drain_if_idle() {
+  if (!draining || events_in_flight > 0 || closed)
+    return;
+  sink->close(1001, "relay shutting down");
+  closed = true;
+  self->quit();
+}
+
+void connection_state::on_socket_closed() {
+  closed = true;
+  self->quit();
+}
+
+connection_actor::behavior_type connection_actor_impl(connection_ptr self,
+                                                      connection_settings settings,
+                                                      connection_peers peers, node_env env,
+                                                      socket_sink_ptr sink) {
+  auto& st = self->state;
+  st.self = self;
+  st.settings = std::move(settings);
+  st.peers = std::move(peers);
+  st.env = std::move(env);
+  st.sink = std::move(sink);
+  // If a core actor dies, this connection's subscriptions and in-flight
+  // events died with it: close so the client reconnects to the restarted node
+  // parts instead of waiting on a silent subscription.
+  self->monitor(st.peers.ingest);
+  self->monitor(st.peers.hub);
+  self->monitor(st.peers.reader);
+  self->set_down_handler([self](const caf::down_msg&) {
+    auto& st = self->state;
+    if (!st.closed) {
+      st.sink->close(1011, "relay component restarted; reconnect");
+      st.closed = true;
+    }
+    self->quit();
+  });
+  st.start();
+  return {
+    [self](const socket_frame& frame) { self->state.on_frame(frame.text); },
+    [self](const live_event& msg) { self->state.on_live(msg); },
+    [self](drain_request) { self->state.on_drain(); },
+    [self](socket_closed) { self->state.on_socket_closed(); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,94 @@
+#pragma once
+
+// The connection actor: one per WebSocket. It owns the NIP-42 state and the
+// subscriptions of its socket, parses and verifies frames (off the io
+// threads), and is the only place where protocol text is rendered.
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/admission.hpp"
+#include "actors/env.hpp"
+#include "actors/socket_sink.hpp"
+#include "messages/interfaces.hpp"
+#include "messages/proto/client_message.hpp"
+
+namespace waggle {
+
+struct connection_settings {
+  int64_t community_id = 0;
+  std::string host;  // normalized Host of the upgrade request
+  admission_policy policy;
+  proto::filter_limits limits;
+  size_t max_subscriptions = 64;
+  size_t max_events_in_flight = 512;     // per connection, awaiting their commit
+  size_t max_pending_live = 2000;        // live events buffered while history loads
+  caf::timespan ingest_timeout = std::chrono::seconds(30);
+  caf::timespan read_timeout = std::chrono::seconds(30);
+};
+
+struct connection_peers {
+  ingest_actor ingest;
+  hub_actor hub;
+  reader_actor reader;
+};
+
+struct connection_state;
+using connection_ptr = connection_actor::stateful_pointer<connection_state>;
+
+struct subscription {
+  uint64_t generation = 0;
+  bool live = false;                // EOSE sent; live events go straight out
+  std::vector<event_ptr> pending;   // live events that arrived before EOSE
+};
+
+struct connection_state {
+  connection_ptr self = nullptr;
+  connection_settings settings;
+  connection_peers peers;
+  node_env env;
+  socket_sink_ptr sink;
+
+  std::string challenge;
+  std::set<std::string> authed;  // pubkeys proven on this connection
+  std::unordered_map<std::string, subscription> subs;
+  uint64_t next_generation = 0;
+  size_t events_in_flight = 0;
+  bool draining = false;
+  bool closed = false;
+
+  ~connection_state();
+  void start();
+  void on_frame(const std::string& text);
+  void on_live(const live_event& msg);
+  void on_drain();
+  void on_socket_closed();
+
+  static inline const char* name = "connection";
+
+ private:
+  void on_event(proto::event&& ev);
+  void on_auth(proto::event&& ev);
+  void on_req(proto::req_msg&& req);
+  void on_count(proto::count_msg&& req);
+  void on_close(const proto::close_msg& msg);
+  void send_ok(const std::string& id, bool accepted, const std::string& message);
+  void reject(const std::string& id, const status& st);
+  void on_ingest_reply(const std::string& id, const ingest_reply& reply);
+  void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
+  void end_subscription(const std::string& sub_id, const std::string& message);
+  bool is_current(const std::string& sub_id, uint64_t generation) const;
+  void drop_subscription(const std::string& sub_id);
+  void finish_drain_if_idle();
+  void send(std::string frame);
+};
+
+connection_actor::behavior_type connection_actor_impl(connection_ptr self,
+                                                      connection_settings settings,
+                                                      connection_peers peers, node_env env,
+                                                      socket_sink_ptr sink);
+
+}  // namespace waggle

@@ -1,0 +1,177 @@
+// waggle: a Nostr relay for team chat.
+//
+//   waggle serve [options]           run a relay node (see --help)
+//   waggle migrate                   apply database migrations
+//   waggle community add HOST [--name NAME]
+//   waggle community list
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+#include "actors/config.hpp"
+#include "actors/log.hpp"
+#include "actors/node.hpp"
+#include "db/community_store.hpp"
+#include "db/migrate.hpp"
+#include "gateway/server.hpp"
+
+using namespace waggle;
+
+namespace {
+
+int usage() {
+  std::cerr << "usage:\n"
+               "  waggle serve [options]              run a relay node (waggle serve --help)\n"
+               "  waggle migrate [--database-url URL] apply database migrations\n"
+               "  waggle community add HOST [--name NAME] [--database-url URL]\n"
+               "  waggle community list [--database-url URL]\n";
+  return 2;
+}
+
+// Pulls "--flag value" / "--flag=value" out of args; the rest stay.
+std::string take_flag(std::vector<std::string>& args, const std::string& flag,
+                      std::string fallback) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) {
+      auto v = args[i + 1];
+      args.erase(args.begin() + i, args.begin() + i + 2);
+      return v;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      auto v = args[i].substr(flag.size() + 1);
+      args.erase(args.begin() + i);
+      return v;
+    }
+  }
+  return fallback;
+}
+
+std::string database_url(std::vector<std::string>& args) {
+  const char* env = std::getenv("WAGGLE_DATABASE_URL");
+  auto url = take_flag(args, "--database-url", env ? env : "");
+  if (url.empty())
+    throw std::runtime_error("no database: set WAGGLE_DATABASE_URL or --database-url");
+  return url;
+}
+
+int run_migrate(std::vector<std::string> args) {
+  pqxx::connection conn{database_url(args)};
+  auto applied = db::apply_migrations(conn, db::embedded_migrations());
+  if (!applied) {
+    std::cerr << "waggle migrate: " << applied.error().reason << "\n";
+    return 1;
+  }
+  std::cout << "migrations applied: " << *applied << " new, "
+            << db::embedded_migrations().size() << " known\n";
+  return 0;
+}
+
+int run_community(std::vector<std::string> args) {
+  if (args.empty())
+    return usage();
+  auto verb = args.front();
+  args.erase(args.begin());
+  auto url = database_url(args);
+  auto name = take_flag(args, "--name", "");
+  pqxx::connection conn{url};
+  if (verb == "add" && args.size() == 1) {
+    auto added = db::add_community(conn, args[0], name);
+    if (!added) {
+      std::cerr << "waggle community add: " << added.error().reason << "\n";
+      return 1;
+    }
+    std::cout << "community " << added->id << " host " << added->host << "\n";
+    return 0;
+  }
+  if (verb == "list" && args.empty()) {
+    for (auto& c : db::load_communities(conn))
+      std::cout << c.id << '\t' << c.host << '\t' << c.name
+                << (c.archived ? "\tarchived" : "") << '\n';
+    return 0;
+  }
+  return usage();
+}
+
+int run_serve(std::vector<std::string> args) {
+  for (auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << serve_usage();
+      return 0;
+    }
+  node_config cfg;
+  if (auto st = parse_serve_config(cfg, args); !st.ok()) {
+    std::cerr << "waggle serve: " << st.reason << "\n\n" << serve_usage();
+    return 2;
+  }
+  if (cfg.database_url.empty()) {
+    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL or --database-url\n";
+    return 2;
+  }
+  log::set_level(log::parse_level(cfg.log_level));
+
+  // Signals are taken synchronously by this thread; block them everywhere
+  // before any other thread starts so that none of them takes the signal.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  node relay{cfg, node_env::production()};
+  gateway::server_limits limits;
+  limits.max_frame_bytes = cfg.max_frame_bytes;
+  limits.max_connections = cfg.max_connections;
+  limits.max_outbound_frames = cfg.max_outbound_frames;
+  limits.ping_interval = std::chrono::seconds(cfg.ping_seconds);
+  gateway::server server{relay.api(), limits, cfg.bind, cfg.port, cfg.io_threads};
+  auto port = server.start();
+  log::info("node", "listening",
+            {{"url", "ws://" + cfg.bind + ":" + std::to_string(port)},
+             {"relay_pubkey", relay.relay_pubkey()}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::info("node", "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  auto bound = std::chrono::seconds(cfg.drain_seconds);
+  auto started = std::chrono::steady_clock::now();
+  server.stop_accepting();
+  relay.drain(std::chrono::duration_cast<std::chrono::milliseconds>(bound) * 3 / 4);
+  auto left = bound - std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::steady_clock::now() - started);
+  server.shutdown(std::max<std::chrono::seconds>(left, std::chrono::seconds(1)));
+  relay.stop();
+  log::info("node", "stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return usage();
+  auto cmd = args.front();
+  args.erase(args.begin());
+  try {
+    if (cmd == "serve")
+      return run_serve(std::move(args));
+    if (cmd == "migrate")
+      return run_migrate(std::move(args));
+    if (cmd == "community")
+      return run_community(std::move(args));
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      usage();
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "waggle " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+  return usage();
+}

@@ -1,0 +1,63 @@
+#pragma once
+
+// One relay node: the actor system, the supervisor and its children, the
+// relay's key, and the node_api the gateway calls. main() and the end-to-end
+// tests build a node the same way.
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/config.hpp"
+#include "actors/env.hpp"
+#include "actors/node_supervisor.hpp"
+#include "gateway/node_api.hpp"
+
+namespace waggle {
+
+class node {
+ public:
+  node(node_config cfg, node_env env);
+  ~node();
+
+  gateway::node_api api();
+  const std::string& relay_pubkey() const { return relay_pubkey_; }
+  std::string relay_info_json(const db::community& c) const;
+  bool ready() const { return snapshot_->ready(); }
+
+  // SIGTERM: refuse new work, let connections answer what is in flight and
+  // close with 1001; returns when all closed or `bound` passed.
+  void drain(std::chrono::milliseconds bound);
+  void stop();
+
+  caf::actor_system& system() { return *system_; }
+  size_t open_connections() const;
+
+ private:
+  void submit_event(const db::community& c, std::string json, std::string auth_pubkey,
+                    std::function<void(gateway::http_event_reply)> done);
+  caf::actor open_connection(const db::community& c, const std::string& host,
+                             socket_sink_ptr sink);
+
+  node_config cfg_;
+  node_env env_;
+  std::string relay_pubkey_;
+  std::unique_ptr<caf::actor_system_config> sys_cfg_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::shared_ptr<handle_board> board_;
+  std::shared_ptr<community_snapshot> snapshot_;
+  supervisor_actor supervisor_;
+  std::atomic<bool> draining_{false};
+  mutable std::mutex conn_mtx_;
+  std::set<caf::actor> connections_;
+};
+
+// Loads the relay's secret key from `path`, creating it (mode 0600) if
+// missing. Returns the secret hex; never logged.
+std::string load_or_create_relay_key(const std::string& path);
+
+}  // namespace waggle

@@ -1,0 +1,140 @@
+#include "actors/node_supervisor.hpp"
+
+#include <algorithm>
+
+#include "actors/fanout_hub.hpp"
+#include "actors/ingest_actor.hpp"
+#include "actors/log.hpp"
+#include "actors/reader_session.hpp"
+#include "actors/writer_session.hpp"
+
+namespace waggle {
+
+namespace {
+
+using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+
+const char* child_name(child c) {
+  switch (c) {
+    case child::hub: return "fanout_hub";
+    case child::ingest: return "ingest";
+    case child::reader: return "reader_pool";
+    case child::directory: return "community_directory";
+    default: return "?";
+  }
+}
+
+proto::filter_limits limits_of(const node_config& cfg) {
+  proto::filter_limits lim;
+  lim.max_filters = cfg.max_filters;
+  lim.max_values = cfg.max_filter_values;
+  lim.default_limit = cfg.default_limit;
+  lim.max_limit = cfg.max_limit;
+  return lim;
+}
+
+template <class Handle>
+void watch(self_ptr self, child which, const Handle& h) {
+  self->monitor(h);
+  self->state.addrs[static_cast<size_t>(which)] = h.address();
+}
+
+void spawn_child(self_ptr self, child which) {
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto& sys = self->system();
+  switch (which) {
+    case child::hub: {
+      st.handles.hub = sys.spawn(fanout_hub_impl, st.env);
+      watch(self, which, st.handles.hub);
+      break;
+    }
+    case child::ingest: {
+      std::vector<writer_actor> writers;
+      for (size_t i = 0; i < cfg.writers; ++i)
+        writers.push_back(sys.spawn<caf::detached>(writer_session_impl, cfg.database_url,
+                                                   "writer-" + std::to_string(i)));
+      ingest_settings settings;
+      settings.max_batch = cfg.max_batch;
+      st.handles.ingest = sys.spawn(ingest_actor_impl, settings, std::move(writers),
+                                    st.handles.hub, st.env);
+      watch(self, which, st.handles.ingest);
+      break;
+    }
+    case child::reader: {
+      std::vector<reader_actor> sessions;
+      for (size_t i = 0; i < cfg.readers; ++i)
+        sessions.push_back(sys.spawn<caf::detached>(
+          reader_session_impl, cfg.database_url, "reader-" + std::to_string(i), limits_of(cfg)));
+      st.handles.reader = sys.spawn(reader_pool_impl, std::move(sessions));
+      watch(self, which, st.handles.reader);
+      break;
+    }
+    case child::directory: {
+      st.directory = sys.spawn<caf::detached>(community_directory_impl, cfg.database_url,
+                                              st.snapshot, caf::timespan{std::chrono::seconds(2)});
+      watch(self, which, st.directory);
+      break;
+    }
+    default:
+      return;
+  }
+  st.board->set(st.handles);
+}
+
+}  // namespace
+
+supervisor_actor::behavior_type
+node_supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self, node_config cfg,
+                     node_env env, std::shared_ptr<handle_board> board,
+                     std::shared_ptr<community_snapshot> snapshot) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.env = std::move(env);
+  st.board = std::move(board);
+  st.snapshot = std::move(snapshot);
+  // The hub first: ingest is spawned with its handle.
+  for (auto which : {child::hub, child::ingest, child::reader, child::directory})
+    spawn_child(self, which);
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    auto i = std::find(st.addrs.begin(), st.addrs.end(), msg.source);
+    if (i == st.addrs.end())
+      return;
+    auto which = static_cast<child>(i - st.addrs.begin());
+    *i = caf::actor_addr{};
+    auto n = st.restarts[static_cast<size_t>(which)]++;
+    auto delay = std::chrono::milliseconds(std::min(100 << std::min(n, 6), 5000));
+    log::error("supervisor", "child exited; restarting",
+               {{"child", child_name(which)}, {"reason", caf::to_string(msg.reason)},
+                {"restart", std::to_string(n + 1)},
+                {"delay_ms", std::to_string(delay.count())}});
+    self->delayed_send(self, delay, restart_child{static_cast<uint8_t>(which)});
+    // Ingest sends committed events to the hub it was spawned with.
+    if (which == child::hub)
+      if (auto ingest = caf::actor_cast<caf::actor>(st.addrs[static_cast<size_t>(child::ingest)]))
+        self->send_exit(ingest, caf::exit_reason::user_shutdown);
+  });
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    // Shutting down: take the children with us.
+    auto& st = self->state;
+    for (auto& addr : st.addrs)
+      if (auto h = caf::actor_cast<caf::actor>(addr))
+        self->send_exit(h, caf::exit_reason::user_shutdown);
+    self->quit(msg.reason);
+  });
+  return {
+    [self](restart_child msg) {
+      auto which = static_cast<child>(msg.which);
+      auto& st = self->state;
+      if (which == child::ingest && !st.addrs[static_cast<size_t>(child::hub)]) {
+        self->delayed_send(self, std::chrono::milliseconds(100), msg);
+        return;
+      }
+      spawn_child(self, which);
+      log::info("supervisor", "child restarted", {{"child", child_name(which)}});
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,43 @@
+#include "actors/writer_session.hpp"
+
+#include <chrono>
+
+#include <pqxx/except>
+
+#include "actors/log.hpp"
+
+namespace waggle {
+
+writer_actor::behavior_type writer_session_impl(writer_actor::stateful_pointer<writer_state> self,
+                                                std::string database_url, std::string role) {
+  self->state.session = std::make_unique<db_session>(std::move(database_url), std::move(role));
+  return {
+    [self](write_batch_request& req) -> write_batch_reply {
+      write_batch_reply reply;
+      auto* conn = self->state.session->get();
+      if (!conn) {
+        reply.results.assign(req.items.size(),
+                             db::write_result{db::write_outcome::failed, "database unavailable"});
+        return reply;
+      }
+      auto started = std::chrono::steady_clock::now();
+      try {
+        reply.results = db::write_batch_bisecting(*conn, req.items);
+      } catch (const pqxx::broken_connection&) {
+        // write_batch_bisecting already answered every item "failed".
+        self->state.session->reset();
+        reply.results.assign(req.items.size(),
+                             db::write_result{db::write_outcome::failed, "database unavailable"});
+      } catch (const std::exception& e) {
+        log::error("writer", "batch failed", {{"error", e.what()}});
+        reply.results.assign(req.items.size(),
+                             db::write_result{db::write_outcome::failed, "internal error"});
+      }
+      reply.commit_seconds
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      return reply;
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,91 @@
+#pragma once
+
+// The SQL of the write path and the read path for events. Every statement
+// carries a community predicate. Functions take the caller's connection: the
+// actor that owns the connection decides when they run (DESIGN §2).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+#include <pqxx/except>
+
+#include "messages/proto/event.hpp"
+#include "messages/proto/filter.hpp"
+
+namespace waggle::db {
+
+// Events are shared, immutable and never copied on the way to the database.
+using event_ptr = std::shared_ptr<const proto::event>;
+
+struct ingest_item {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+
+enum class write_outcome : uint8_t {
+  stored,      // inserted by this batch
+  duplicate,   // (community_id, id) already stored: no side effect ran again
+  superseded,  // replaceable/addressable with a newer (or tie-winning) version stored
+  rejected,    // deterministic failure of this event alone (after bisection)
+  failed,      // transient/unavailable: nothing is known to be stored
+};
+
+struct write_result {
+  write_outcome outcome = write_outcome::failed;
+  std::string reason;  // human-readable, for rejected/failed
+};
+
+// Runs `items` as ONE transaction (DESIGN §4): multi-row insert with
+// ON CONFLICT DO NOTHING RETURNING, replacement of replaceable/addressable
+// heads under per-coordinate advisory locks taken in sorted order, NIP-09
+// soft deletion, then COMMIT. Returns one result per item, in input order.
+// Throws pqxx exceptions; callers use write_batch_bisecting.
+std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<ingest_item>& items);
+
+// write_batch plus the failure policy: SQLSTATE classes 22 and 23 bisect the
+// batch so only the poison event is rejected; serialization failures and
+// deadlocks (40001, 40P01) retry a few times; a broken connection or an
+// unknown commit outcome marks every item `failed` (never a false OK) and
+// rethrows pqxx::broken_connection so the owner can reconnect.
+std::vector<write_result> write_batch_bisecting(pqxx::connection& conn,
+                                                const std::vector<ingest_item>& items);
+
+// What write_batch_bisecting throws when the connection broke or a COMMIT's
+// outcome is unknown (pqxx::in_doubt_error is converted to this, too). It IS a
+// pqxx::broken_connection, so `catch (const pqxx::broken_connection&)` keeps
+// working; results() holds one result per item, in input order: `failed`
+// ("database unavailable") for every item not known to be committed, and the
+// real outcome for sub-batches that committed before the break (bisection).
+class batch_unavailable : public pqxx::broken_connection {
+ public:
+  batch_unavailable(std::vector<write_result> results, const std::string& what)
+    : pqxx::broken_connection(what), results_(std::move(results)) {}
+  const std::vector<write_result>& results() const { return results_; }
+
+ private:
+  std::vector<write_result> results_;
+};
+
+// Tag values longer than this (bytes) are not indexed in event_tags, so
+// history queries can never match them (filter_limits::max_tag_value_len).
+constexpr size_t max_indexed_tag_value = 256;
+
+// History for REQ: each filter queried with its own limit, results merged,
+// de-duplicated by id and ordered newest first (ties by id ascending). Returns
+// the stored raw JSON of each event.
+std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<proto::filter>& filters,
+                                      const proto::filter_limits& lim);
+
+// NIP-45: number of distinct live events matching any filter.
+uint64_t count_events(pqxx::connection& conn, int64_t community_id,
+                      const std::vector<proto::filter>& filters);
+
+// The advisory-lock key text of DESIGN §5 for the replacement domain.
+std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,
+                                 const std::string& d_tag);
+
+}  // namespace waggle::db

@@ -1,0 +1,47 @@
+#pragma once
+
+// Parsing of client frames: ["EVENT", ev], ["REQ", sub, f...], ["CLOSE", sub],
+// ["AUTH", ev], ["COUNT", sub, f...]. And rendering of relay frames.
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "messages/proto/event.hpp"
+#include "messages/proto/filter.hpp"
+
+namespace waggle::proto {
+
+constexpr size_t max_subscription_id_len = 64;
+
+struct event_msg { event ev; };
+struct req_msg { std::string sub_id; std::vector<filter> filters; };
+struct count_msg { std::string sub_id; std::vector<filter> filters; };
+struct close_msg { std::string sub_id; };
+struct auth_msg { event ev; };
+
+using client_message = std::variant<event_msg, req_msg, count_msg, close_msg, auth_msg>;
+
+// A parse failure tells the caller what to answer: for an EVENT with a
+// readable id an OK false; for a REQ/COUNT with a readable sub id a CLOSED;
+// otherwise a NOTICE.
+struct parse_error {
+  status err;
+  enum class reply_kind { notice, ok, closed } reply = reply_kind::notice;
+  std::string ref;  // event id or subscription id for the reply
+};
+
+std::variant<client_message, parse_error> parse_client_message(std::string_view frame,
+                                                               const filter_limits& lim);
+
+// Relay -> client frames, compact JSON.
+std::string render_ok(std::string_view event_id, bool accepted, std::string_view message);
+std::string render_event(std::string_view sub_id, std::string_view raw_event_json);
+std::string render_eose(std::string_view sub_id);
+std::string render_closed(std::string_view sub_id, std::string_view message);
+std::string render_notice(std::string_view message);
+std::string render_auth(std::string_view challenge);
+std::string render_count(std::string_view sub_id, uint64_t count);
+
+}  // namespace waggle::proto

@@ -1,0 +1,9 @@
+#include "messages/types.hpp"
+
+namespace waggle {
+
+void register_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::waggle>();
+}
+
+}  // namespace waggle

@@ -1,0 +1,276 @@
+#pragma once
+
+// Every message that crosses an actor boundary, in ONE type-ID block, each with
+// an `inspect` so it can be serialised for the cluster and for traces.
+// Handlers never receive raw tuples of strings: each input is a named type.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+
+#include "db/event_store.hpp"
+#include "messages/proto/event.hpp"
+#include "messages/proto/filter.hpp"
+#include "messages/proto/status.hpp"
+
+namespace waggle {
+
+using event_ptr = db::event_ptr;
+
+// -- socket edge (gateway -> connection actor) --------------------------------
+
+struct socket_frame {
+  std::string text;
+};
+
+struct socket_closed {};
+
+// -- ingest -------------------------------------------------------------------
+
+// Connection actor -> ingest. Answered with an ingest_reply only after the
+// event's transaction committed (or definitely failed).
+struct ingest_request {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+
+struct ingest_reply {
+  db::write_outcome outcome = db::write_outcome::failed;
+  std::string reason;
+};
+
+// Ingest -> writer session: one transaction for all of it.
+struct write_batch_request {
+  std::vector<db::ingest_item> items;
+};
+
+struct write_batch_reply {
+  std::vector<db::write_result> results;
+  double commit_seconds = 0;
+};
+
+// -- fanout -------------------------------------------------------------------
+
+// Ingest (after COMMIT) or the ephemeral path -> fanout hub.
+struct committed_events {
+  std::vector<db::ingest_item> items;
+};
+
+// Connection actor -> hub; answered with hub_ack once the subscription is in
+// the index, so that a history query issued afterwards cannot miss an event
+// that the hub has not seen yet (see docs/architecture.md, REQ).
+struct hub_subscribe {
+  caf::actor conn;
+  int64_t community_id = 0;
+  std::string sub_id;
+  std::vector<proto::filter> filters;
+};
+
+struct hub_ack {};
+
+struct hub_unsubscribe {
+  caf::actor conn;
+  std::string sub_id;
+};
+
+// Hub -> connection actor: one event for one or more of its subscriptions.
+struct live_event {
+  event_ptr ev;
+  std::vector<std::string> sub_ids;
+};
+
+// -- reads --------------------------------------------------------------------
+
+struct history_request {
+  int64_t community_id = 0;
+  std::vector<proto::filter> filters;
+};
+
+struct history_reply {
+  std::vector<std::string> raws;  // newest first
+  status err;
+};
+
+struct count_request {
+  int64_t community_id = 0;
+  std::vector<proto::filter> filters;
+};
+
+struct count_reply {
+  uint64_t count = 0;
+  status err;
+};
+
+// -- node ---------------------------------------------------------------------
+
+// Node -> connection actors on SIGTERM: answer what is in flight, then close 1001.
+struct drain_request {};
+
+// Directory/health timer tick (a typed input so traces can record it).
+struct refresh_tick {};
+
+// Node supervisor -> itself: restart a child after its backoff.
+struct restart_child {
+  uint8_t which = 0;
+};
+
+// -- inspect ------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, socket_frame& x) {
+  return f(caf::meta::type_name("socket_frame"), x.text);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, socket_closed&) {
+  return f(caf::meta::type_name("socket_closed"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ingest_request& x) {
+  return f(caf::meta::type_name("ingest_request"), x.community_id, x.ev);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ingest_reply& x) {
+  return f(caf::meta::type_name("ingest_reply"), x.outcome, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, write_batch_request& x) {
+  return f(caf::meta::type_name("write_batch_request"), x.items);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, write_batch_reply& x) {
+  return f(caf::meta::type_name("write_batch_reply"), x.results, x.commit_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, committed_events& x) {
+  return f(caf::meta::type_name("committed_events"), x.items);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hub_subscribe& x) {
+  return f(caf::meta::type_name("hub_subscribe"), x.conn, x.community_id, x.sub_id, x.filters);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hub_ack&) {
+  return f(caf::meta::type_name("hub_ack"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hub_unsubscribe& x) {
+  return f(caf::meta::type_name("hub_unsubscribe"), x.conn, x.sub_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, live_event& x) {
+  return f(caf::meta::type_name("live_event"), x.ev, x.sub_ids);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, history_request& x) {
+  return f(caf::meta::type_name("history_request"), x.community_id, x.filters);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
+  return f(caf::meta::type_name("history_reply"), x.raws, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, count_request& x) {
+  return f(caf::meta::type_name("count_request"), x.community_id, x.filters);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, count_reply& x) {
+  return f(caf::meta::type_name("count_reply"), x.count, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_request&) {
+  return f(caf::meta::type_name("drain_request"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, refresh_tick&) {
+  return f(caf::meta::type_name("refresh_tick"));
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, restart_child& x) {
+  return f(caf::meta::type_name("restart_child"), x.which);
+}
+
+// Registers the block with a config; call before constructing actor_system.
+void register_types(caf::actor_system_config& cfg);
+
+}  // namespace waggle
+
+// Value types from the pure layers: inspected by value (events and filters as
+// their canonical JSON, which is what a trace reader wants to see).
+namespace waggle {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status& x) {
+  return f(caf::meta::type_name("status"), x.code, x.reason);
+}
+}  // namespace waggle
+
+namespace waggle::proto {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, std::shared_ptr<const event>& x) {
+  std::string json;
+  if constexpr (Inspector::reads_state) {
+    if (x)
+      json = x->raw;
+    return f(json);
+  } else {
+    auto err = f(json);
+    if (auto parsed = parse_event(json))
+      x = std::make_shared<const event>(std::move(*parsed));
+    else
+      x = nullptr;
+    return err;
+  }
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, filter& x) {
+  std::string json;
+  if constexpr (Inspector::reads_state) {
+    json = to_json(x);
+    return f(json);
+  } else {
+    auto err = f(json);
+    if (auto parsed = parse_filter(json, filter_limits{}))
+      x = std::move(*parsed);
+    return err;
+  }
+}
+}  // namespace waggle::proto
+
+namespace waggle::db {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ingest_item& x) {
+  return f(caf::meta::type_name("ingest_item"), x.community_id, x.ev);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, write_result& x) {
+  return f(caf::meta::type_name("write_result"), x.outcome, x.reason);
+}
+}  // namespace waggle::db
+
+CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(waggle, (waggle::socket_frame))
+  CAF_ADD_TYPE_ID(waggle, (waggle::socket_closed))
+  CAF_ADD_TYPE_ID(waggle, (waggle::ingest_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::ingest_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::write_batch_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::write_batch_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::committed_events))
+  CAF_ADD_TYPE_ID(waggle, (waggle::hub_subscribe))
+  CAF_ADD_TYPE_ID(waggle, (waggle::hub_ack))
+  CAF_ADD_TYPE_ID(waggle, (waggle::hub_unsubscribe))
+  CAF_ADD_TYPE_ID(waggle, (waggle::live_event))
+  CAF_ADD_TYPE_ID(waggle, (waggle::history_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::history_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::count_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::count_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::drain_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::refresh_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::restart_child))
+CAF_END_TYPE_ID_BLOCK(waggle)

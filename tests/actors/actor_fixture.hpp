@@ -1,0 +1,143 @@
+#pragma once
+
+// A GoogleTest fixture that drives CAF's test_coordinator directly
+// (scheduler.policy = testing): every message is delivered when the test
+// says run(), so actor interleavings are exact and nothing sleeps.
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/env.hpp"
+#include "actors/socket_sink.hpp"
+#include "messages/interfaces.hpp"
+#include "messages/types.hpp"
+
+namespace waggle::testing {
+
+// Records what the connection actor sends to its socket.
+struct recording_sink : socket_sink {
+  std::vector<std::string> frames;
+  std::optional<uint16_t> close_code;
+  void send_text(std::string frame) override { frames.push_back(std::move(frame)); }
+  void close(uint16_t code, std::string) override { close_code = code; }
+  // Frames sent since the last call.
+  std::vector<std::string> take() {
+    auto out = std::move(frames);
+    frames.clear();
+    return out;
+  }
+};
+
+// A fake ingest whose replies the test controls: it keeps each request's
+// promise until the test tells it (with a "reply" message, so the promise is
+// delivered from inside the actor, as CAF requires) to commit or fail it.
+struct fake_ingest_log {
+  struct held {
+    ingest_request req;
+    caf::typed_response_promise<ingest_reply> promise;
+  };
+  std::deque<held> held_requests;
+};
+
+inline caf::behavior fake_ingest(caf::event_based_actor* self,
+                                 std::shared_ptr<fake_ingest_log> log) {
+  return {
+    [self, log](ingest_request& req) {
+      auto promise = self->make_response_promise<ingest_reply>();
+      log->held_requests.push_back({req, promise});
+      return promise;
+    },
+    [log](caf::atom_value, int outcome, std::string& reason) {
+      auto h = std::move(log->held_requests.front());
+      log->held_requests.pop_front();
+      h.promise.deliver(ingest_reply{static_cast<db::write_outcome>(outcome), std::move(reason)});
+    },
+  };
+}
+
+// A fake reader whose history replies the test controls the same way.
+struct fake_reader_log {
+  struct held {
+    history_request req;
+    caf::typed_response_promise<history_reply> promise;
+  };
+  std::deque<held> held_requests;
+  uint64_t count = 0;
+};
+
+inline caf::behavior fake_reader(caf::event_based_actor* self,
+                                 std::shared_ptr<fake_reader_log> log) {
+  return {
+    [self, log](history_request& req) {
+      auto promise = self->make_response_promise<history_reply>();
+      log->held_requests.push_back({req, promise});
+      return promise;
+    },
+    [log](count_request&) { return count_reply{log->count, {}}; },
+    [log](caf::atom_value, std::vector<std::string>& raws) {
+      auto h = std::move(log->held_requests.front());
+      log->held_requests.pop_front();
+      h.promise.deliver(history_reply{std::move(raws), {}});
+    },
+  };
+}
+
+class actor_test : public ::testing::Test {
+ protected:
+  actor_test() {
+    register_types(cfg_);
+    cfg_.set("scheduler.policy", caf::atom("testing"));
+    cfg_.set("logger.verbosity", caf::atom("quiet"));
+    cfg_.set("middleman.network-backend", caf::atom("testing"));
+    sys_ = std::make_unique<caf::actor_system>(cfg_);
+    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+  }
+
+  ~actor_test() override {
+    // Fakes that hold response promises keep their actors alive in a cycle;
+    // stop every actor the test spawned so the system can shut down.
+    for (auto& a : spawned_)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    sched_->run();
+    sys_->await_actors_before_shutdown(false);
+  }
+
+  // Spawns an actor that the fixture stops at teardown.
+  template <class... Ts>
+  auto spawn(Ts&&... xs) {
+    auto handle = sys_->spawn(std::forward<Ts>(xs)...);
+    spawned_.push_back(caf::actor_cast<caf::actor>(handle));
+    return handle;
+  }
+
+  // Delivers every pending message (and what they cause) until all idle.
+  size_t run() { return sched_->run(); }
+
+  caf::actor_system& sys() { return *sys_; }
+  caf::scheduler::test_coordinator& sched() { return *sched_; }
+
+  // A deterministic environment: fixed clock, counting challenges.
+  static node_env test_env(int64_t now = 1'700'000'000) {
+    node_env env;
+    auto counter = std::make_shared<int>(0);
+    env.unix_now = [now] { return now; };
+    env.random_challenge = [counter] { return "challenge-" + std::to_string(++*counter); };
+    env.stats = std::make_shared<waggle::metrics>();
+    return env;
+  }
+
+ private:
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  std::vector<caf::actor> spawned_;
+};
+
+}  // namespace waggle::testing
