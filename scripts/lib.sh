@@ -1,0 +1,382 @@
+# shellcheck shell=bash
+# Shared logic of ./scripts/run, ./scripts/test, ./scripts/pg and tests/durability/kill_check.
+# Source it; it defines functions and defaults and runs nothing by itself.
+#
+# Environment (all optional):
+#   WAGGLE_DATA_DIR      where local state lives (default: <checkout>/.waggle)
+#   WAGGLE_PORT          relay port of ./scripts/run (default 7777)
+#   WAGGLE_PG_PORT       port of the private PostgreSQL of ./scripts/run (default 55433)
+#   WAGGLE_TEST_PG_PORT  port of the private PostgreSQL of ./scripts/test (default 55434)
+#   WAGGLE_DATABASE_URL  ./scripts/run uses this database and starts no PostgreSQL
+#   WAGGLE_BUILD_DIR     build tree (default: <checkout>/build/release)
+#   WAGGLE_BUILD_JOBS    parallel compile jobs (default 2)
+#   WAGGLE_SKIP_BUILD=1  use the build tree as it is (built by hand, or a stand-in)
+
+WAGGLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+: "${WAGGLE_DATA_DIR:=$WAGGLE_ROOT/.waggle}"
+: "${WAGGLE_PORT:=7777}"
+: "${WAGGLE_PG_PORT:=55433}"
+: "${WAGGLE_TEST_PG_PORT:=55434}"
+: "${WAGGLE_BUILD_DIR:=$WAGGLE_ROOT/build/release}"
+: "${WAGGLE_BUILD_JOBS:=2}"
+WAGGLE_PG_BIN=${WAGGLE_PG_BIN:-/usr/lib/postgresql/15/bin}
+WAGGLE_PG_SUPERUSER=postgres   # the database superuser role initdb creates (trust auth, loopback only)
+
+wg_log() { printf '[waggle] %s\n' "$*" >&2; }
+wg_die() { printf '[waggle] ERROR: %s\n' "$*" >&2; exit 1; }
+wg_is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# --- Packages -------------------------------------------------------------------------------
+WAGGLE_APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config libcaf-dev libpqxx-dev
+  rapidjson-dev libboost1.81-dev libsecp256k1-dev libssl-dev libgtest-dev libbenchmark-dev
+  postgresql-15 postgresql-client-15 gnuplot-nox)
+
+wg_node_ok() {
+  command -v node >/dev/null 2>&1 &&
+    node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' 2>/dev/null
+}
+
+# Installs whatever is missing; prints nothing when everything is there.
+wg_install_deps() {
+  local pkgs=("${WAGGLE_APT_PACKAGES[@]}") missing=() p
+  if wg_node_ok; then
+    command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  else
+    pkgs+=(nodejs npm)
+  fi
+  local installed
+  installed=" $(dpkg-query -W -f='${db:Status-Abbrev}${Package} ' "${pkgs[@]}" 2>/dev/null | tr -s ' ' | sed 's/ii /ii:/g') "
+  for p in "${pkgs[@]}"; do
+    [[ $installed == *" ii:$p "* ]] || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  if ! wg_is_root; then
+    command -v sudo >/dev/null 2>&1 ||
+      wg_die "missing packages: ${missing[*]} (not root and no sudo: install them, then re-run)"
+    sudo=(sudo)
+  fi
+  wg_log "installing: ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
+    wg_die "apt-get update failed"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null || wg_die "apt-get install ${missing[*]} failed"
+  wg_node_ok || wg_die "node >= 18 is required (found: $(node --version 2>/dev/null || echo none))"
+}
+
+# --- Build ----------------------------------------------------------------------------------
+# wg_build [TARGET...]: configure once (Release, Ninja), then build incrementally.
+wg_build() {
+  local dir=$WAGGLE_BUILD_DIR
+  if [ "${WAGGLE_SKIP_BUILD:-0}" = 1 ]; then
+    wg_log "WAGGLE_SKIP_BUILD=1: using $dir as it is"
+    return 0
+  fi
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$WAGGLE_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null ||
+      return 1
+  fi
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  cmake --build "$dir" -j "$WAGGLE_BUILD_JOBS" "${targets[@]}"
+}
+
+wg_binary() { printf '%s/waggle\n' "$WAGGLE_BUILD_DIR"; }
+
+# --- Private PostgreSQL ---------------------------------------------------------------------
+# wg_pg_select run|test: chooses the cluster of ./scripts/run ("$WAGGLE_DATA_DIR/pg", port
+# $WAGGLE_PG_PORT) or of ./scripts/test ("$WAGGLE_DATA_DIR/pg-test", port $WAGGLE_TEST_PG_PORT),
+# or its fallback under /var/tmp (see below). Sets WG_PG_NAME, WG_PG_PORT, WG_PGDATA,
+# WG_PG_SOCKDIR, WG_PG_OSUSER. Creates nothing but $WAGGLE_DATA_DIR.
+#
+# As root, initdb refuses to run, so the cluster belongs to a system user: `postgres` (created
+# by the postgresql-15 package) or, where that is missing, `waggle-pg`. That user must be able
+# to reach the data directory; when the checkout sits under a path it cannot traverse (a
+# root-only 0700 parent), the cluster goes to /var/tmp/waggle-<hash of the path>/NAME instead.
+wg_pg_select() {
+  local sub
+  case $1 in
+    run) WG_PG_PORT=$WAGGLE_PG_PORT sub=pg ;;
+    test) WG_PG_PORT=$WAGGLE_TEST_PG_PORT sub=pg-test ;;
+    *) wg_die "wg_pg_select: unknown cluster '$1'" ;;
+  esac
+  WG_PG_NAME=$1
+  local dir=$WAGGLE_DATA_DIR/$sub hash
+  hash=$(printf '%s' "$(wg_abspath "$WAGGLE_DATA_DIR")" | sha256sum | cut -c1-12)
+  local fallback=/var/tmp/waggle-$hash/$sub
+  WG_PG_OSUSER=$(id -un)
+  if wg_is_root; then
+    if [ -f "$dir/PG_VERSION" ]; then
+      WG_PGDATA=$dir
+    elif [ -f "$fallback/PG_VERSION" ]; then
+      WG_PGDATA=$fallback
+    else
+      WG_PG_OSUSER=$(wg_pg_pick_osuser) || exit 1
+      if runuser -u "$WG_PG_OSUSER" -- test -x "$WAGGLE_DATA_DIR" 2>/dev/null; then
+        WG_PGDATA=$dir
+      else
+        WG_PGDATA=$fallback
+      fi
+    fi
+    [ -e "$WG_PGDATA" ] && WG_PG_OSUSER=$(stat -c %U "$WG_PGDATA")
+  else
+    WG_PGDATA=$dir
+  fi
+  # A unix socket path is limited to 107 bytes; keep it in the data dir when it fits.
+  WG_PG_SOCKDIR=$WG_PGDATA
+  if [ $((${#WG_PGDATA} + 20)) -gt 100 ]; then
+    WG_PG_SOCKDIR=/tmp/waggle-sock-$(printf '%s' "$WG_PGDATA" | sha256sum | cut -c1-12)
+  fi
+}
+
+# shellcheck disable=SC2174  # only the deepest directory (the data dir) needs 755
+wg_abspath() { (mkdir -p -m 755 "$1" && cd "$1" && pwd -P); }
+
+wg_pg_pick_osuser() {
+  if id -u postgres >/dev/null 2>&1; then
+    echo postgres
+  else
+    id -u waggle-pg >/dev/null 2>&1 ||
+      useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        --comment "waggle private PostgreSQL" waggle-pg ||
+      wg_die "could not create system user waggle-pg"
+    echo waggle-pg
+  fi
+}
+
+# Runs a PostgreSQL server tool as the cluster's owner (from /, which that user can read).
+wg_pg_as_owner() {
+  if wg_is_root; then
+    (cd / && runuser -u "$WG_PG_OSUSER" -- "$@")
+  else
+    "$@"
+  fi
+}
+
+wg_pg_ctl() { wg_pg_as_owner "$WAGGLE_PG_BIN/pg_ctl" -D "$WG_PGDATA" "$@"; }
+
+# 0 when this cluster's postmaster is running.
+wg_pg_running() { wg_pg_ctl status >/dev/null 2>&1; }
+
+wg_port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wg_pg_init() {
+  [ -f "$WG_PGDATA/PG_VERSION" ] && return 0
+  wg_log "creating PostgreSQL 15 cluster in $WG_PGDATA (owner: $WG_PG_OSUSER)"
+  if wg_is_root; then
+    mkdir -p "$(dirname "$WG_PGDATA")"
+    chmod a+rx "$(dirname "$WG_PGDATA")"
+  fi
+  mkdir -p "$WG_PGDATA"
+  chmod 700 "$WG_PGDATA"
+  wg_is_root && chown "$WG_PG_OSUSER:" "$WG_PGDATA"
+  wg_pg_as_owner "$WAGGLE_PG_BIN/initdb" -D "$WG_PGDATA" --username="$WAGGLE_PG_SUPERUSER" \
+    --auth=trust --encoding=UTF8 --locale=C.UTF-8 --data-checksums --no-instructions \
+    >"$WAGGLE_DATA_DIR/initdb-$WG_PG_NAME.log" 2>&1 || {
+      cat "$WAGGLE_DATA_DIR/initdb-$WG_PG_NAME.log" >&2
+      wg_die "initdb failed for $WG_PGDATA"
+    }
+  # Trust, but only over the unix socket (0700 directory) and loopback TCP.
+  wg_pg_write_file pg_hba.conf <<'EOF'
+# Written by scripts/lib.sh: a private development cluster, reachable from this machine only.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  trust
+host    all          all   127.0.0.1/32   trust
+local   replication  all                  trust
+host    replication  all   127.0.0.1/32   trust
+EOF
+  echo "include_if_exists = 'waggle.conf'" | wg_pg_write_file -a postgresql.conf
+}
+
+# wg_pg_write_file [-a] NAME: writes (-a: appends) stdin to NAME in the data dir, as its owner.
+wg_pg_write_file() {
+  local append=()
+  [ "$1" = -a ] && { append=(-a); shift; }
+  wg_pg_as_owner tee "${append[@]}" "$WG_PGDATA/$1" >/dev/null
+}
+
+# (Re)writes the settings the scripts own; read at every start.
+wg_pg_write_conf() {
+  wg_pg_write_file waggle.conf <<EOF
+# Written by scripts/lib.sh at every start; edit the script, not this file.
+listen_addresses = '127.0.0.1'
+port = $WG_PG_PORT
+unix_socket_directories = '$WG_PG_SOCKDIR'
+unix_socket_permissions = 0700
+max_connections = 200
+shared_buffers = 256MB
+# The relay's OK means durable: never trade these away.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+wal_level = replica
+max_wal_senders = 10
+timezone = 'UTC'
+log_timezone = 'UTC'
+log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+}
+
+# Port the running postmaster listens on (from postmaster.pid), empty if unknown.
+wg_pg_running_port() { sed -n 4p "$WG_PGDATA/postmaster.pid" 2>/dev/null || true; }
+
+# wg_pg_start: init if needed, start if not running. Sets WG_PG_STARTED=1 when this call
+# started the server (so the caller knows to stop it). Dies loudly on any failure.
+wg_pg_start() {
+  WG_PG_STARTED=0
+  [ -x "$WAGGLE_PG_BIN/pg_ctl" ] || wg_die "PostgreSQL 15 is not installed ($WAGGLE_PG_BIN/pg_ctl missing)"
+  wg_pg_init
+  if wg_pg_running; then
+    local p
+    p=$(wg_pg_running_port)
+    [ "$p" = "$WG_PG_PORT" ] ||
+      wg_die "the cluster in $WG_PGDATA is already running on port ${p:-?}, not $WG_PG_PORT; stop it first: ./scripts/pg stop $WG_PG_NAME"
+    wg_log "PostgreSQL ($WG_PG_NAME) already running on 127.0.0.1:$WG_PG_PORT; reusing it"
+    return 0
+  fi
+  if wg_port_busy "$WG_PG_PORT"; then
+    wg_die "port $WG_PG_PORT on 127.0.0.1 is already in use by another process (see: ss -ltnp 'sport = :$WG_PG_PORT'); choose another port with WAGGLE_$( [ "$WG_PG_NAME" = test ] && echo TEST_ )PG_PORT=NNNN"
+  fi
+  if [ "$WG_PG_SOCKDIR" != "$WG_PGDATA" ]; then
+    mkdir -p "$WG_PG_SOCKDIR" && chmod 700 "$WG_PG_SOCKDIR"
+    wg_is_root && chown "$WG_PG_OSUSER:" "$WG_PG_SOCKDIR"
+  fi
+  wg_pg_write_conf
+  if ! wg_pg_ctl -l "$WG_PGDATA/server.log" -w -t 60 start >/dev/null; then
+    wg_log "PostgreSQL failed to start; last lines of $WG_PGDATA/server.log:"
+    tail -n 30 "$WG_PGDATA/server.log" >&2 || true
+    wg_die "could not start PostgreSQL ($WG_PGDATA, port $WG_PG_PORT)"
+  fi
+  # shellcheck disable=SC2034  # read by the callers
+  WG_PG_STARTED=1
+  wg_log "PostgreSQL ($WG_PG_NAME) started on 127.0.0.1:$WG_PG_PORT, data in $WG_PGDATA (OS user $WG_PG_OSUSER)"
+}
+
+wg_pg_stop() {
+  wg_pg_running || return 0
+  wg_pg_ctl -m fast -w -t 60 stop >/dev/null && wg_log "PostgreSQL ($WG_PG_NAME) stopped"
+}
+
+wg_pg_restart() { wg_pg_ctl -m fast -w -t 60 -l "$WG_PGDATA/server.log" restart >/dev/null; }
+
+# postgresql:// URL of database $1 on the selected cluster, as the superuser role.
+wg_pg_url() { printf 'postgresql://%s@127.0.0.1:%s/%s\n' "$WAGGLE_PG_SUPERUSER" "$WG_PG_PORT" "$1"; }
+
+wg_psql() {
+  PGOPTIONS="-c client_min_messages=warning ${PGOPTIONS:-}" "$WAGGLE_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# wg_db_ensure URL_OF_MAINTENANCE_DB NAME: creates database NAME if it does not exist.
+wg_db_ensure() {
+  local admin=$1 name=$2
+  if [ -z "$(wg_psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$name'")" ]; then
+    wg_psql "$admin" -c "CREATE DATABASE \"$name\"" || return 1
+  fi
+}
+
+wg_db_drop() { wg_psql "$1" -c "DROP DATABASE IF EXISTS \"$2\" WITH (FORCE)"; }
+
+# Replaces the database part of a postgresql:// URL.
+wg_url_with_db() { printf '%s/%s\n' "${1%/*}" "$2"; }
+
+# --- Relay helpers (tests) ----------------------------------------------------------------
+# HTTP status of GET http://127.0.0.1:PORT/PATH, or 000 when nothing answers (no curl needed).
+wg_http_status() {
+  # shellcheck disable=SC2016  # the inner script expands its own arguments
+  timeout 3 bash -c '
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n" "$2" "$1" >&3
+    IFS=" " read -r _ code _ <&3 && printf "%s\n" "$code"
+  ' _ "$1" "$2" 2>/dev/null || echo 000
+}
+
+# wg_wait_ready PORT SECONDS [PID]: waits for /readyz to answer 200.
+wg_wait_ready() {
+  local port=$1 deadline=$((SECONDS + $2)) pid=${3:-}
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    [ "$(wg_http_status "$port" /readyz)" = 200 ] && return 0
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
+    sleep 0.2
+  done
+  return 1
+}
+
+wg_free_port() {
+  local p _
+  for _ in $(seq 1 200); do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+    wg_port_busy "$p" || { echo "$p"; return 0; }
+  done
+  return 1
+}
+
+# wg_relay_start BINARY DATABASE_URL PORT LOGFILE: starts `waggle serve` in the background,
+# waits for /readyz; sets WG_RELAY_PID. Returns 1 (with the log's tail) if it never gets ready.
+wg_relay_start() {
+  local bin=$1 url=$2 port=$3 log=$4
+  "$bin" serve --port "$port" --bind 127.0.0.1 --database-url "$url" >>"$log" 2>&1 &
+  WG_RELAY_PID=$!
+  if ! wg_wait_ready "$port" 60 "$WG_RELAY_PID"; then
+    if kill -0 "$WG_RELAY_PID" 2>/dev/null; then
+      wg_log "relay did not answer 200 on /readyz within 60 s (port $port); last lines of $log:"
+    else
+      local rc=0
+      wait "$WG_RELAY_PID" || rc=$?
+      wg_log "relay exited with status $rc before it was ready (port $port); last lines of $log:"
+    fi
+    tail -n 30 "$log" >&2
+    wg_relay_stop "$WG_RELAY_PID"
+    return 1
+  fi
+}
+
+# wg_relay_stop PID: SIGTERM, up to 20 s for a graceful exit, then SIGKILL.
+wg_relay_stop() {
+  local pid=$1 _
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    wg_log "relay $pid did not stop within 20 s of SIGTERM; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+# wg_relay_prepare_db BINARY DATABASE_URL HOST...: migrate, then make sure each community
+# host exists (`community add`, tolerated when `community list` then shows the host).
+wg_relay_prepare_db() {
+  local bin=$1 url=$2 host
+  shift 2
+  "$bin" migrate --database-url "$url" || return 1
+  for host in "$@"; do
+    wg_community_listed "$bin" "$url" "$host" && continue
+    "$bin" community add "$host" --database-url "$url" && continue
+    wg_community_listed "$bin" "$url" "$host" || return 1
+  done
+}
+
+wg_community_listed() {
+  local listed
+  listed=$("$1" community list --database-url "$2" 2>/dev/null ||
+    WAGGLE_DATABASE_URL=$2 "$1" community list 2>/dev/null || true)
+  grep -qwF -- "$3" <<<"$listed"
+}
+
+wg_npm_ci() {
+  local d=$WAGGLE_ROOT/tests/client
+  if [ ! -f "$d/node_modules/.package-lock.json" ] ||
+     [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+    (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+# Keeps the data dir out of git without touching the repo's .gitignore.
+wg_data_dir_init() {
+  # shellcheck disable=SC2174
+  mkdir -p -m 755 "$WAGGLE_DATA_DIR"
+  [ -f "$WAGGLE_DATA_DIR/.gitignore" ] || printf '*\n' >"$WAGGLE_DATA_DIR/.gitignore"
+}
