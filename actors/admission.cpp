@@ -49,7 +49,9 @@ ok_answer answer_for(db::write_outcome outcome, const std::string& reason) {
     case db::write_outcome::duplicate:
       return {true, "duplicate: already have this event"};
     case db::write_outcome::superseded:
-      return {true, "duplicate: a newer version of this replaceable event is stored"};
+      return {true, "duplicate: " + (reason.empty()
+                                       ? std::string{"a newer version of this event is stored"}
+                                       : reason)};
     case db::write_outcome::rejected:
       return {false, status{ec::invalid, reason}.message()};
     case db::write_outcome::failed:

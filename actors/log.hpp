@@ -2,7 +2,7 @@
 
 // Structured logs: one line per record, logfmt (`ts=… level=… component=… msg="…" k=v`),
 // to stderr. Secrets never go through here: callers pass ids and counts, not
-// keys, tokens or database passwords (see db::redact_url).
+// keys, tokens or database URLs (which may carry a password).
 
 #include <initializer_list>
 #include <string>

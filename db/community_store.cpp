@@ -1,0 +1,97 @@
+#include "db/community_store.hpp"
+
+#include <cctype>
+
+#include <pqxx/except>
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+namespace waggle::db {
+
+std::string normalize_host(std::string_view host) {
+  // Surrounding whitespace is never part of a Host header value.
+  while (!host.empty() && std::isspace(static_cast<unsigned char>(host.front())))
+    host.remove_prefix(1);
+  while (!host.empty() && std::isspace(static_cast<unsigned char>(host.back())))
+    host.remove_suffix(1);
+
+  std::string_view name = host;
+  if (!host.empty() && host.front() == '[') {
+    // "[::1]:7777" -> "[::1]"; the brackets stay.
+    auto close = host.find(']');
+    if (close != std::string_view::npos)
+      name = host.substr(0, close + 1);
+  } else {
+    auto colon = host.find(':');
+    // Exactly one colon: host:port. More than one: an unbracketed IPv6
+    // address, which has no port to strip.
+    if (colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos)
+      name = host.substr(0, colon);
+  }
+  // "example.com." (the absolute form) is the same host as "example.com".
+  if (name.size() > 1 && name.back() == '.' && name.front() != '[')
+    name.remove_suffix(1);
+
+  std::string out(name);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<community> load_communities(pqxx::connection& conn) {
+  pqxx::read_transaction tx(conn);
+  std::vector<community> out;
+  for (const auto& row :
+       tx.exec("SELECT id, host, name, archived_at IS NOT NULL FROM communities ORDER BY id")) {
+    community c;
+    c.id = row[0].as<int64_t>();
+    c.host = row[1].as<std::string>();
+    c.name = row[2].as<std::string>();
+    c.archived = row[3].as<bool>();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+result<community> add_community(pqxx::connection& conn, std::string_view host_in,
+                                std::string_view name) {
+  std::string host = normalize_host(host_in);
+  if (host.empty())
+    return make_status(ec::invalid, "empty host");
+  for (unsigned char c : host)
+    if (c < 0x21 || c == 0x7f || c == '/' || c == '\\')
+      return make_status(ec::invalid, "host contains a character a Host header cannot carry");
+  try {
+    pqxx::work tx(conn);
+    // Idempotent and case-insensitive: the unique index is on lower(host).
+    // DO NOTHING then SELECT (rather than DO UPDATE) keeps the existing row,
+    // name and archive state untouched.
+    auto ins = tx.exec_params(
+      "INSERT INTO communities (host, name) VALUES ($1, $2) "
+      "ON CONFLICT ((lower(host))) DO NOTHING "
+      "RETURNING id, host, name, archived_at IS NOT NULL",
+      host, std::string(name));
+    pqxx::result r = ins;
+    if (r.empty())
+      r = tx.exec_params(
+        "SELECT id, host, name, archived_at IS NOT NULL FROM communities WHERE lower(host) = "
+        "lower($1)",
+        host);
+    tx.commit();
+    if (r.empty())
+      return make_status(ec::internal, "community vanished while being added");
+    community c;
+    c.id = r[0][0].as<int64_t>();
+    c.host = r[0][1].as<std::string>();
+    c.name = r[0][2].as<std::string>();
+    c.archived = r[0][3].as<bool>();
+    return c;
+  } catch (const pqxx::broken_connection&) {
+    return make_status(ec::unavailable, "database unavailable");
+  } catch (const pqxx::sql_error& e) {
+    return make_status(ec::internal, std::string("could not add community (SQLSTATE ") +
+                                       e.sqlstate() + ")");
+  }
+}
+
+}  // namespace waggle::db

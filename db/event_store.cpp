@@ -1,0 +1,1015 @@
+#include "db/event_store.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <pqxx/except>
+#include <pqxx/prepared_statement>
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+// The write path (DESIGN §4, §5) and the read path for events.
+//
+// A batch is ONE transaction with a constant number of statements, whatever
+// its size (each one skipped when it has nothing to do):
+//   S0 lock     pg_advisory_xact_lock on every replacement coordinate the batch
+//               touches (candidates and kind-5 `a` targets), in sorted key order,
+//               in one statement, before any head is read.
+//   S1 check    which candidates already exist (duplicates), the live heads of
+//               their coordinates, and whether a stored deletion (kind 5) of
+//               their author already covers them.
+//   S2 replace  soft-delete the heads that the batch's new versions beat.
+//   S3 insert   the events, in (community_id, id) order, ON CONFLICT DO NOTHING
+//               RETURNING, and (same statement) the event_tags rows of exactly
+//               the events inserted.
+//   S4 delete   NIP-09: the soft deletions requested by the kind-5 events
+//               inserted.
+// NIP-09 beyond the deletion itself: an event arriving AFTER a stored kind-5
+// of its author that names it (by `e` id, or by `a` coordinate with
+// created_at >= the event's) is answered `superseded` and not stored. For `a`
+// this is race-free (the deletion takes the coordinate's replacement lock);
+// for `e`, a deletion and its target committed concurrently in two different
+// batches can both miss each other and leave the target live (no lock domain
+// covers arbitrary ids; documented gap). The tombstone match on `a` values is
+// textual ("<kind>:<pubkey>:<d>"), and values over 256 bytes are not indexed.
+//
+// Every array travels as ONE parameter (a PostgreSQL array literal); strings
+// that can carry arbitrary bytes (d tags, tag values, lock keys) travel as hex
+// and are converted by the server, so a value PostgreSQL cannot store (a NUL
+// character, invalid UTF-8) is a real SQLSTATE 22021 of this event, which the
+// bisection isolates, never a silently truncated parameter.
+
+namespace waggle::db {
+
+namespace {
+
+// ---- small helpers ------------------------------------------------------------
+
+bool is_hex64(std::string_view s) {
+  if (s.size() != 64)
+    return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+std::string hex_of(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// A PostgreSQL array literal, built element by element. Text elements are
+// always double-quoted with `"` and `\` escaped, which is the complete quoting
+// rule for array input (braces, commas, whitespace and the word NULL are then
+// literal). A NUL byte cannot be sent in a text parameter at all (libpq
+// parameters are C strings), so it is refused here; callers send such values
+// hex-encoded instead.
+class array_literal {
+ public:
+  array_literal() { s_.push_back('{'); }
+  void text(std::string_view v) {
+    sep();
+    s_.push_back('"');
+    for (char c : v) {
+      if (c == '\0')
+        throw std::invalid_argument("array_literal: NUL byte in a text element");
+      if (c == '"' || c == '\\')
+        s_.push_back('\\');
+      s_.push_back(c);
+    }
+    s_.push_back('"');
+  }
+  void null() {
+    sep();
+    s_ += "NULL";
+  }
+  void integer(int64_t v) {
+    sep();
+    s_ += std::to_string(v);
+  }
+  // bytea element from hex digits: the element text is \x<hex>, whose
+  // backslash the array syntax needs escaped.
+  void bytea_hex(std::string_view hex) { text(std::string("\\x").append(hex)); }
+  void optional_text(const std::optional<std::string>& v) {
+    if (v)
+      text(*v);
+    else
+      null();
+  }
+  std::string str() const { return s_ + "}"; }
+  bool empty() const { return first_; }
+
+ private:
+  void sep() {
+    if (!first_)
+      s_.push_back(',');
+    first_ = false;
+  }
+  std::string s_;
+  bool first_ = true;
+};
+
+// The kind predicate of the events_live_coordinate index, repeated verbatim so
+// that the planner can prove the partial index applies.
+//
+// Two more planner notes for the statements below:
+// - convert_from(bytea, 'UTF8') takes the "C" collation of its `name`
+//   argument; COLLATE "default" restores the columns' collation, without which
+//   a comparison with an indexed text column cannot be an index condition.
+// - Per-candidate head look-ups are LATERAL subqueries with OFFSET 0 (which
+//   keeps them from being flattened into a join), so they stay parameterised
+//   index probes of events_live_coordinate whatever the statistics say.
+#define WAGGLE_COORD_KINDS(col) \
+  "(" col " IN (0, 3) OR " col " BETWEEN 10000 AND 19999 OR " col " BETWEEN 30000 AND 39999)"
+
+constexpr const char* stmt_lock = "waggle_ev_lock";
+constexpr const char* sql_lock = R"sql(
+SELECT count(pg_advisory_xact_lock(k.h))
+  FROM (SELECT DISTINCT hashtextextended(convert_from(decode(x, 'hex'), 'UTF8'), 0) AS h
+          FROM unnest($1::text[]) AS x
+         ORDER BY 1) AS k
+)sql";
+
+constexpr const char* stmt_check = "waggle_ev_check";
+constexpr const char* sql_check = R"sql(
+WITH c AS (
+  SELECT u.ord, u.community_id, u.id_hex, decode(u.id_hex, 'hex') AS id,
+         decode(u.pubkey_hex, 'hex') AS pubkey, u.kind, u.created_at,
+         convert_from(decode(u.d_hex, 'hex'), 'UTF8') COLLATE "default" AS d,
+         convert_from(decode(u.a_hex, 'hex'), 'UTF8') COLLATE "default" AS a_value
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[],
+                $7::text[])
+         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, kind, created_at, d_hex, a_hex, ord)
+)
+SELECT c.ord, 'x' AS what, NULL::text AS head_id, NULL::bigint AS head_created_at
+  FROM c JOIN events e ON e.community_id = c.community_id AND e.id = c.id
+UNION ALL
+SELECT c.ord, 'h', encode(h.id, 'hex'), h.created_at
+  FROM c CROSS JOIN LATERAL (
+         SELECT e.id, e.created_at FROM events e
+          WHERE e.community_id = c.community_id AND e.kind = c.kind AND e.pubkey = c.pubkey
+            AND coalesce(e.d_tag, '') = c.d AND e.deleted_at IS NULL
+            AND )sql" WAGGLE_COORD_KINDS("e.kind") R"sql(
+         OFFSET 0) AS h
+ WHERE c.d IS NOT NULL
+UNION ALL
+SELECT c.ord, 't', NULL, NULL
+  FROM c
+ WHERE EXISTS (SELECT 1 FROM event_tags t
+                WHERE t.community_id = c.community_id AND t.name = 'e' AND t.value = c.id_hex
+                  AND t.kind = 5 AND t.pubkey = c.pubkey)
+    OR (c.a_value IS NOT NULL
+        AND EXISTS (SELECT 1 FROM event_tags t
+                     WHERE t.community_id = c.community_id AND t.name = 'a'
+                       AND t.value = c.a_value AND t.created_at >= c.created_at
+                       AND t.kind = 5 AND t.pubkey = c.pubkey))
+)sql";
+
+constexpr const char* stmt_replace = "waggle_ev_replace";
+constexpr const char* sql_replace = R"sql(
+UPDATE events e SET deleted_at = now()
+  FROM unnest($1::bigint[], $2::text[]) AS u(community_id, id_hex)
+ WHERE e.community_id = u.community_id AND e.id = decode(u.id_hex, 'hex')
+   AND e.deleted_at IS NULL
+)sql";
+
+constexpr const char* stmt_insert = "waggle_ev_insert";
+constexpr const char* sql_insert = R"sql(
+WITH ins AS (
+  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw)
+  SELECT u.community_id, decode(u.id_hex, 'hex'), decode(u.pubkey_hex, 'hex'), u.created_at,
+         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[],
+                $7::text[])
+         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, created_at, kind, d_hex, raw, ord)
+   ORDER BY u.ord
+  ON CONFLICT (community_id, id) DO NOTHING
+  RETURNING community_id, id, pubkey
+), tags AS (
+  INSERT INTO event_tags (community_id, event_id, name, value, kind, created_at, pubkey)
+  SELECT t.community_id, ins.id, t.name, convert_from(decode(t.value_hex, 'hex'), 'UTF8'),
+         t.kind, t.created_at, ins.pubkey
+    FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[])
+         AS t(community_id, event_id_hex, name, value_hex, kind, created_at)
+    JOIN ins ON ins.community_id = t.community_id AND ins.id = decode(t.event_id_hex, 'hex')
+  RETURNING 1
+)
+SELECT community_id, encode(id, 'hex') FROM ins
+)sql";
+
+constexpr const char* stmt_delete = "waggle_ev_delete";
+constexpr const char* sql_delete = R"sql(
+WITH by_id AS (
+  UPDATE events e SET deleted_at = now()
+    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(community_id, author_hex, target_hex)
+   WHERE e.community_id = u.community_id AND e.id = decode(u.target_hex, 'hex')
+     AND e.pubkey = decode(u.author_hex, 'hex') AND e.kind <> 5 AND e.deleted_at IS NULL
+  RETURNING 1
+), by_coordinate AS (
+  UPDATE events e SET deleted_at = now()
+    FROM (SELECT h.community_id, h.id
+            FROM unnest($4::bigint[], $5::text[], $6::int[], $7::text[], $8::bigint[])
+                 AS u(community_id, author_hex, kind, d_hex, until)
+           CROSS JOIN LATERAL (
+                 SELECT x.community_id, x.id FROM events x
+                  WHERE x.community_id = u.community_id AND x.kind = u.kind
+                    AND x.pubkey = decode(u.author_hex, 'hex')
+                    AND coalesce(x.d_tag, '') =
+                        convert_from(decode(u.d_hex, 'hex'), 'UTF8') COLLATE "default"
+                    AND x.created_at <= u.until AND x.deleted_at IS NULL
+                    AND )sql" WAGGLE_COORD_KINDS("x.kind") R"sql(
+                 OFFSET 0) AS h) AS t
+   WHERE e.community_id = t.community_id AND e.id = t.id AND e.deleted_at IS NULL
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM by_id), (SELECT count(*) FROM by_coordinate)
+)sql";
+
+void prepare_statements(pqxx::connection& conn) {
+  // libpqxx 6 keeps definitions per connection and registers each with the
+  // server on first use; re-defining a name with the same text is a no-op,
+  // so this is cheap on every batch and survives reconnects.
+  conn.prepare(stmt_lock, sql_lock);
+  conn.prepare(stmt_check, sql_check);
+  conn.prepare(stmt_replace, sql_replace);
+  conn.prepare(stmt_insert, sql_insert);
+  conn.prepare(stmt_delete, sql_delete);
+}
+
+// ---- candidates -----------------------------------------------------------------
+
+struct candidate {
+  size_t item = 0;  // index into the batch
+  int64_t community_id = 0;
+  const proto::event* ev = nullptr;
+  bool coordinate = false;  // replaceable or addressable
+  std::string d;            // coordinate d ('' for replaceable kinds)
+};
+
+// NIP-01 replaceable order: newer created_at wins; a tie goes to the lowest id.
+bool beats(int64_t a_created, std::string_view a_id, int64_t b_created, std::string_view b_id) {
+  return a_created > b_created || (a_created == b_created && a_id < b_id);
+}
+
+struct coordinate_key {
+  int64_t community_id;
+  int32_t kind;
+  std::string pubkey;
+  std::string d;
+  bool operator<(const coordinate_key& o) const {
+    return std::tie(community_id, kind, pubkey, d) < std::tie(o.community_id, o.kind, o.pubkey, o.d);
+  }
+};
+
+// The coordinate as written in an `a` tag: "<kind>:<pubkey>:<d>".
+std::string a_value_of(int32_t kind, const std::string& pubkey, const std::string& d) {
+  return std::to_string(kind) + ":" + pubkey + ":" + d;
+}
+
+struct a_target {
+  int32_t kind;
+  std::string d;
+};
+
+// Parses an `a` tag value "<kind>:<pubkey>:<d>" naming a coordinate of
+// `author`; anything else (another author, a non-replaceable kind, bad shape)
+// names nothing this deletion may touch.
+std::optional<a_target> parse_a_target(std::string_view v, std::string_view author) {
+  auto c1 = v.find(':');
+  if (c1 == std::string_view::npos || c1 == 0 || c1 > 5)
+    return std::nullopt;
+  int32_t kind = 0;
+  for (char c : v.substr(0, c1))
+    if (c < '0' || c > '9')
+      return std::nullopt;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + c1, kind);
+  if (ec != std::errc() || p != v.data() + c1)
+    return std::nullopt;
+  auto rest = v.substr(c1 + 1);
+  auto c2 = rest.find(':');
+  std::string_view pk = c2 == std::string_view::npos ? rest : rest.substr(0, c2);
+  if (pk != author)
+    return std::nullopt;
+  if (proto::is_replaceable(kind))
+    return a_target{kind, ""};
+  if (proto::is_addressable(kind))
+    return a_target{kind, std::string(c2 == std::string_view::npos ? "" : rest.substr(c2 + 1))};
+  return std::nullopt;
+}
+
+std::string lock_key_hex(int64_t community_id, int32_t kind, const std::string& pubkey,
+                         const std::string& d) {
+  return hex_of(replacement_lock_key(community_id, kind, pubkey, d));
+}
+
+// Pre-database validation: what can never be stored is answered here.
+std::optional<std::string> malformed(const proto::event& ev) {
+  if (!is_hex64(ev.id))
+    return "malformed event id";
+  if (!is_hex64(ev.pubkey))
+    return "malformed event pubkey";
+  if (ev.raw.empty())
+    return "event has no serialised form";
+  if (ev.raw.find('\0') != std::string::npos)
+    return "event serialisation contains a NUL byte";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,
+                                 const std::string& d_tag) {
+  std::string key = "waggle_replace:";
+  key += std::to_string(community_id);
+  key += ':';
+  key += std::to_string(kind);
+  key += ':';
+  key += pubkey;
+  key += ':';
+  key += d_tag;
+  return key;
+}
+
+std::vector<write_result> write_batch(pqxx::connection& conn,
+                                      const std::vector<ingest_item>& items) {
+  std::vector<write_result> results(items.size());
+  std::vector<std::optional<size_t>> alias(items.size());  // repeated id -> first item
+  std::vector<candidate> cands;
+  {
+    std::map<std::pair<int64_t, std::string_view>, size_t> first_of;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& ev = items[i].ev;
+      if (!ev) {
+        results[i] = {write_outcome::rejected, "no event"};
+        continue;
+      }
+      if (proto::is_ephemeral(ev->kind)) {
+        // The ingest path fans ephemeral events out without storing them;
+        // one reaching this function is refused, not stored.
+        results[i] = {write_outcome::rejected, "ephemeral events are not stored"};
+        continue;
+      }
+      if (auto why = malformed(*ev)) {
+        results[i] = {write_outcome::rejected, *why};
+        continue;
+      }
+      auto [it, fresh] = first_of.emplace(std::make_pair(items[i].community_id, std::string_view(ev->id)), i);
+      if (!fresh) {
+        alias[i] = it->second;
+        continue;
+      }
+      candidate c;
+      c.item = i;
+      c.community_id = items[i].community_id;
+      c.ev = ev.get();
+      c.coordinate = proto::is_replaceable(ev->kind) || proto::is_addressable(ev->kind);
+      if (proto::is_addressable(ev->kind))
+        c.d = proto::d_tag(*ev);
+      cands.push_back(std::move(c));
+    }
+  }
+
+  // Several versions of one coordinate in the batch: only the winner can be
+  // stored; the others are superseded without touching the database.
+  {
+    std::map<coordinate_key, size_t> winner;  // -> index into cands
+    for (size_t k = 0; k < cands.size(); ++k) {
+      const auto& c = cands[k];
+      if (!c.coordinate)
+        continue;
+      coordinate_key key{c.community_id, c.ev->kind, c.ev->pubkey, c.d};
+      auto [it, fresh] = winner.emplace(key, k);
+      if (fresh)
+        continue;
+      const auto& w = cands[it->second];
+      size_t loser = k;
+      if (beats(c.ev->created_at, c.ev->id, w.ev->created_at, w.ev->id)) {
+        loser = it->second;
+        it->second = k;
+      }
+      results[cands[loser].item] = {write_outcome::superseded,
+                                    "a newer version of this replaceable event is in the same batch"};
+      cands[loser].ev = nullptr;  // dropped
+    }
+    std::erase_if(cands, [](const candidate& c) { return c.ev == nullptr; });
+  }
+
+  // Insertion order: (community_id, id), so concurrent batches take primary
+  // key locks in the same order and cannot deadlock on them.
+  std::sort(cands.begin(), cands.end(), [](const candidate& a, const candidate& b) {
+    return std::tie(a.community_id, a.ev->id) < std::tie(b.community_id, b.ev->id);
+  });
+
+  auto finish_aliases = [&] {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!alias[i])
+        continue;
+      const auto& first = results[*alias[i]];
+      if (first.outcome == write_outcome::stored)
+        results[i] = {write_outcome::duplicate, ""};
+      else
+        results[i] = first;
+    }
+  };
+  if (cands.empty()) {
+    finish_aliases();
+    return results;
+  }
+
+  prepare_statements(conn);
+  pqxx::work tx(conn);
+
+  // S0: replacement locks, sorted by key hash, one statement.
+  {
+    array_literal keys;
+    for (const auto& c : cands) {
+      if (c.coordinate)
+        keys.text(lock_key_hex(c.community_id, c.ev->kind, c.ev->pubkey, c.d));
+      if (c.ev->kind == 5)
+        for (const auto& t : c.ev->tags)
+          if (t.size() >= 2 && t[0] == "a")
+            if (auto a = parse_a_target(t[1], c.ev->pubkey))
+              keys.text(lock_key_hex(c.community_id, a->kind, c.ev->pubkey, a->d));
+    }
+    if (!keys.empty())
+      tx.exec_prepared(stmt_lock, keys.str());
+  }
+
+  // S1: existing ids, live heads, deletions already stored.
+  std::vector<bool> exists(cands.size(), false), tombstoned(cands.size(), false);
+  std::vector<std::vector<std::pair<std::string, int64_t>>> heads(cands.size());
+  {
+    array_literal community, id, pubkey, kind, created, d_hex, a_hex;
+    for (const auto& c : cands) {
+      community.integer(c.community_id);
+      id.text(c.ev->id);
+      pubkey.text(c.ev->pubkey);
+      kind.integer(c.ev->kind);
+      created.integer(c.ev->created_at);
+      if (c.coordinate) {
+        d_hex.text(hex_of(c.d));
+        auto a = a_value_of(c.ev->kind, c.ev->pubkey, c.d);
+        if (a.size() <= max_indexed_tag_value)
+          a_hex.text(hex_of(a));
+        else
+          a_hex.null();
+      } else {
+        d_hex.null();
+        a_hex.null();
+      }
+    }
+    auto r = tx.exec_prepared(stmt_check, community.str(), id.str(), pubkey.str(), kind.str(),
+                              created.str(), d_hex.str(), a_hex.str());
+    for (const auto& row : r) {
+      auto k = row[0].as<size_t>() - 1;
+      auto what = row[1].as<std::string>();
+      if (what == "x")
+        exists[k] = true;
+      else if (what == "t")
+        tombstoned[k] = true;
+      else
+        heads[k].emplace_back(row[2].as<std::string>(), row[3].as<int64_t>());
+    }
+  }
+
+  // Decide, per candidate: duplicate, superseded, or insert (and which heads
+  // the insert replaces).
+  std::vector<size_t> to_insert;  // indexes into cands, still in (community, id) order
+  std::vector<std::pair<int64_t, std::string>> replaced_heads;
+  for (size_t k = 0; k < cands.size(); ++k) {
+    const auto& c = cands[k];
+    auto& res = results[c.item];
+    if (exists[k]) {
+      // Stored before (live, replaced or deleted): nothing runs again.
+      res = {write_outcome::duplicate, ""};
+      continue;
+    }
+    if (tombstoned[k]) {
+      res = {write_outcome::superseded, "deleted by its author (NIP-09)"};
+      continue;
+    }
+    bool beaten = false;
+    for (const auto& [hid, hcreated] : heads[k])
+      if (beats(hcreated, hid, c.ev->created_at, c.ev->id))
+        beaten = true;
+    if (beaten) {
+      res = {write_outcome::superseded, "a newer version of this replaceable event is stored"};
+      continue;
+    }
+    for (const auto& [hid, hcreated] : heads[k])
+      replaced_heads.emplace_back(c.community_id, hid);
+    to_insert.push_back(k);
+  }
+
+  // S2: soft-delete the heads the new versions replace (before S3, so the
+  // one-live-head unique index never sees two).
+  if (!replaced_heads.empty()) {
+    std::sort(replaced_heads.begin(), replaced_heads.end());
+    array_literal community, id;
+    for (const auto& [cid, hid] : replaced_heads) {
+      community.integer(cid);
+      id.text(hid);
+    }
+    tx.exec_prepared(stmt_replace, community.str(), id.str());
+  }
+
+  // S3: events and their tag rows, one statement.
+  std::set<std::pair<int64_t, std::string>> inserted;
+  if (!to_insert.empty()) {
+    array_literal community, id, pubkey, created, kind, d_hex, raw;
+    array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
+    for (size_t k : to_insert) {
+      const auto& c = cands[k];
+      const auto& ev = *c.ev;
+      community.integer(c.community_id);
+      id.text(ev.id);
+      pubkey.text(ev.pubkey);
+      created.integer(ev.created_at);
+      kind.integer(ev.kind);
+      if (proto::is_addressable(ev.kind))
+        d_hex.text(hex_of(c.d));
+      else
+        d_hex.null();
+      raw.text(ev.raw);
+      // One row per distinct (single-letter name, first value) of the event.
+      std::set<std::pair<char, std::string_view>> seen;
+      for (const auto& t : ev.tags) {
+        if (t.size() < 2 || t[0].size() != 1 || !is_letter(t[0][0]))
+          continue;
+        if (t[1].size() > max_indexed_tag_value)
+          continue;
+        if (!seen.emplace(t[0][0], t[1]).second)
+          continue;
+        t_community.integer(c.community_id);
+        t_event.text(ev.id);
+        t_name.text(t[0]);
+        t_value.text(hex_of(t[1]));
+        t_kind.integer(ev.kind);
+        t_created.integer(ev.created_at);
+      }
+    }
+    auto r = tx.exec_prepared(stmt_insert, community.str(), id.str(), pubkey.str(), created.str(),
+                              kind.str(), d_hex.str(), raw.str(), t_community.str(), t_event.str(),
+                              t_name.str(), t_value.str(), t_kind.str(), t_created.str());
+    for (const auto& row : r)
+      inserted.emplace(row[0].as<int64_t>(), row[1].as<std::string>());
+  }
+
+  array_literal del_community, del_author, del_target;
+  array_literal a_community, a_author, a_kind, a_d, a_until;
+  bool any_deletion = false;
+  for (size_t k : to_insert) {
+    const auto& c = cands[k];
+    auto& res = results[c.item];
+    if (!inserted.count({c.community_id, c.ev->id})) {
+      if (c.coordinate)
+        // Under the coordinate lock, S1 saw no row with this id, and any
+        // other writer of this id needs the same lock: a conflict here means
+        // the protocol is broken, so the whole transaction must not commit
+        // (S2 may have replaced a head for it).
+        throw std::logic_error("replaceable event vanished under its coordinate lock");
+      res = {write_outcome::duplicate, ""};  // a concurrent batch stored it first
+      continue;
+    }
+    res = {write_outcome::stored, ""};
+    if (c.ev->kind != 5)
+      continue;
+    for (const auto& t : c.ev->tags) {
+      if (t.size() < 2)
+        continue;
+      if (t[0] == "e" && is_hex64(t[1])) {
+        del_community.integer(c.community_id);
+        del_author.text(c.ev->pubkey);
+        del_target.text(t[1]);
+        any_deletion = true;
+      } else if (t[0] == "a") {
+        if (auto a = parse_a_target(t[1], c.ev->pubkey)) {
+          a_community.integer(c.community_id);
+          a_author.text(c.ev->pubkey);
+          a_kind.integer(a->kind);
+          a_d.text(hex_of(a->d));
+          a_until.integer(c.ev->created_at);
+          any_deletion = true;
+        }
+      }
+    }
+  }
+
+  // S4: NIP-09 soft deletions requested by the kind-5 events just stored.
+  if (any_deletion)
+    tx.exec_prepared(stmt_delete, del_community.str(), del_author.str(), del_target.str(),
+                     a_community.str(), a_author.str(), a_kind.str(), a_d.str(), a_until.str());
+
+  tx.commit();
+  finish_aliases();
+  return results;
+}
+
+// ---- failure policy -------------------------------------------------------------
+
+namespace {
+
+std::string sqlstate_class_reason(const std::string& state) {
+  if (state.rfind("22", 0) == 0)
+    return "the database cannot store this event: data exception (SQLSTATE class 22)";
+  return "the database refused this event: integrity constraint violation (SQLSTATE class 23)";
+}
+
+bool deterministic(const std::string& state) {
+  return state.rfind("22", 0) == 0 || state.rfind("23", 0) == 0;
+}
+
+constexpr int max_retries = 3;
+
+struct connection_lost {
+  std::string what;
+};
+
+void fill(std::vector<write_result>& out, size_t lo, size_t hi, write_outcome o,
+          const std::string& reason) {
+  for (size_t i = lo; i < hi; ++i)
+    out[i] = {o, reason};
+}
+
+// Runs items[lo, hi) as one transaction; bisects on deterministic errors.
+// Throws connection_lost when the connection is gone (results of [lo, hi)
+// are left `failed`).
+void run_bisecting(pqxx::connection& conn, const std::vector<ingest_item>& items, size_t lo,
+                   size_t hi, std::vector<write_result>& out) {
+  if (lo >= hi)
+    return;
+  std::vector<ingest_item> sub(items.begin() + static_cast<std::ptrdiff_t>(lo),
+                               items.begin() + static_cast<std::ptrdiff_t>(hi));
+  for (int attempt = 0;; ++attempt) {
+    std::string state;
+    try {
+      auto r = write_batch(conn, sub);
+      std::copy(r.begin(), r.end(), out.begin() + static_cast<std::ptrdiff_t>(lo));
+      return;
+    } catch (const pqxx::broken_connection& e) {
+      throw connection_lost{e.what()};
+    } catch (const pqxx::in_doubt_error& e) {
+      // The COMMIT's outcome is unknown: answer `failed` (a resend is then a
+      // harmless duplicate), never OK.
+      throw connection_lost{e.what()};
+    } catch (const pqxx::serialization_failure&) {
+      state = "40001";
+    } catch (const pqxx::deadlock_detected&) {
+      state = "40P01";
+    } catch (const pqxx::sql_error& e) {
+      if (!conn.is_open())
+        throw connection_lost{e.what()};
+      state = e.sqlstate();
+      if (state == "40001" || state == "40P01") {
+        // (libpqxx maps these to the classes above; kept for safety.)
+      } else if (deterministic(state)) {
+        if (hi - lo == 1) {
+          out[lo] = {write_outcome::rejected, sqlstate_class_reason(state)};
+          return;
+        }
+        size_t mid = lo + (hi - lo) / 2;
+        run_bisecting(conn, items, lo, mid, out);
+        run_bisecting(conn, items, mid, hi, out);
+        return;
+      } else {
+        fill(out, lo, hi, write_outcome::failed, "database error");
+        return;
+      }
+    } catch (const std::exception& e) {
+      if (!conn.is_open())
+        throw connection_lost{e.what()};
+      fill(out, lo, hi, write_outcome::failed, "internal error");
+      return;
+    }
+    // 40001 / 40P01: the transaction was rolled back as a whole; run it again.
+    if (attempt >= max_retries) {
+      fill(out, lo, hi, write_outcome::failed, "database busy (serialization failure or deadlock)");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<write_result> write_batch_bisecting(pqxx::connection& conn,
+                                                const std::vector<ingest_item>& items) {
+  std::vector<write_result> out(items.size(),
+                                write_result{write_outcome::failed, "database unavailable"});
+  try {
+    run_bisecting(conn, items, 0, items.size(), out);
+  } catch (const connection_lost& lost) {
+    // Whatever was not answered by a committed sub-batch stays `failed`.
+    throw batch_unavailable(std::move(out), "database unavailable: " + lost.what);
+  }
+  return out;
+}
+
+// ---- reads ----------------------------------------------------------------------
+
+namespace {
+
+const std::vector<std::string>* list_of(const std::optional<std::vector<std::string>>& v) {
+  return v ? &*v : nullptr;
+}
+[[maybe_unused]] const std::vector<std::string>* list_of(const std::vector<std::string>& v) {
+  return v.empty() ? nullptr : &v;
+}
+
+class params {
+ public:
+  std::string add(std::string v) {
+    values_.push_back(std::move(v));
+    return "$" + std::to_string(values_.size());
+  }
+  const std::vector<std::string>& values() const { return values_; }
+
+ private:
+  std::vector<std::string> values_;
+};
+
+// A filter reduced to what history can match. `empty` = matches nothing.
+struct plan {
+  bool empty = false;
+  std::optional<std::vector<std::string>> ids, authors;  // 64-hex, distinct
+  std::optional<std::vector<int32_t>> kinds;
+  std::map<char, std::vector<std::string>> tags;  // indexable values, distinct
+  std::optional<int64_t> since, until;
+  uint32_t limit = 0;
+};
+
+std::optional<std::vector<std::string>> hex_list(const std::vector<std::string>* v, bool& empty) {
+  if (!v)
+    return std::nullopt;
+  std::set<std::string> s;
+  for (const auto& x : *v)
+    if (is_hex64(x))
+      s.insert(x);
+  if (s.empty())
+    empty = true;  // present, and nothing in it can match
+  return std::vector<std::string>(s.begin(), s.end());
+}
+
+plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_count) {
+  plan p;
+  if (f.matches_nothing()) {
+    p.empty = true;
+    return p;
+  }
+  p.ids = hex_list(list_of(f.ids), p.empty);
+  p.authors = hex_list(list_of(f.authors), p.empty);
+  if (f.kinds) {
+    std::set<int32_t> s(f.kinds->begin(), f.kinds->end());
+    if (s.empty())
+      p.empty = true;
+    p.kinds = std::vector<int32_t>(s.begin(), s.end());
+  }
+  for (const auto& [letter, values] : f.tags) {
+    std::set<std::string> s;
+    for (const auto& v : values)
+      if (v.size() <= max_indexed_tag_value && v.find('\0') == std::string::npos)
+        s.insert(v);
+    if (!is_letter(letter) || s.empty()) {
+      p.empty = true;  // only single-letter tags with short values are indexed
+      continue;
+    }
+    p.tags[letter] = std::vector<std::string>(s.begin(), s.end());
+  }
+  p.since = f.since;
+  p.until = f.until;
+  if (p.since && p.until && *p.since > *p.until)
+    p.empty = true;
+  if (!for_count) {
+    p.limit = std::min(f.effective_limit(lim), lim.max_limit);
+    if (p.limit == 0)
+      p.empty = true;
+  }
+  return p;
+}
+
+std::string text_array(const std::vector<std::string>& v) {
+  array_literal a;
+  for (const auto& x : v)
+    a.text(x);
+  return a.str();
+}
+std::string bytea_array(const std::vector<std::string>& hex) {
+  array_literal a;
+  for (const auto& x : hex)
+    a.bytea_hex(x);
+  return a.str();
+}
+std::string int_array(const std::vector<int32_t>& v) {
+  array_literal a;
+  for (auto x : v)
+    a.integer(x);
+  return a.str();
+}
+
+// The tag list that drives a tag query: fewest values, then letter order.
+char driving_tag(const plan& p) {
+  char best = 0;
+  size_t n = SIZE_MAX;
+  for (const auto& [letter, values] : p.tags)
+    if (values.size() < n) {
+      best = letter;
+      n = values.size();
+    }
+  return best;
+}
+
+// Conditions on events `e`: always the community and liveness, plus the
+// filter's fields except those the caller already applies on its driver
+// (skip_authors / skip_kinds / skip_time: checked on event_tags `t`). Tag
+// conditions other than the driving tag become EXISTS probes that are fully
+// qualified on event_tags_lookup.
+std::string event_conditions(const plan& p, params& ps, const std::string& community,
+                             char driver_tag, bool skip_authors, bool skip_kinds,
+                             bool skip_time) {
+  std::string w = "e.community_id = " + community + " AND e.deleted_at IS NULL";
+  if (p.ids)
+    w += " AND e.id = ANY(" + ps.add(bytea_array(*p.ids)) + "::bytea[])";
+  if (p.authors && !skip_authors)
+    w += " AND e.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+  if (p.kinds && !skip_kinds)
+    w += " AND e.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+  if (!skip_time) {
+    if (p.since)
+      w += " AND e.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      w += " AND e.created_at <= " + std::to_string(*p.until);
+  }
+  for (const auto& [letter, values] : p.tags) {
+    if (letter == driver_tag)
+      continue;
+    w += " AND EXISTS (SELECT 1 FROM event_tags x WHERE x.community_id = e.community_id AND x.name = " +
+         ps.add(std::string(1, letter)) + " AND x.value = ANY(" + ps.add(text_array(values)) +
+         "::text[]) AND x.created_at = e.created_at AND x.event_id = e.id)";
+  }
+  return w;
+}
+
+// One SELECT returning (raw, created_at, id hex) of the filter's newest
+// `limit` live events, newest first, ties by id.
+std::string history_sql(const plan& p, params& ps, const std::string& community) {
+  const std::string lim = std::to_string(p.limit);
+  if (p.ids) {
+    // At most max_values rows by primary key: no driver needed.
+    return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
+           event_conditions(p, ps, community, 0, false, false, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
+  }
+  if (!p.tags.empty()) {
+    // Drive from event_tags: per value, an index-ordered scan that stops after
+    // `limit` live matches; the per-value lists are merged and de-duplicated
+    // (an event can carry several of the values).
+    char letter = driving_tag(p);
+    std::string t = "t.community_id = " + community + " AND t.name = " +
+                    ps.add(std::string(1, letter)) + " AND t.value = v.value";
+    if (p.kinds)
+      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+    if (p.authors)
+      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+    if (p.since)
+      t += " AND t.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      t += " AND t.created_at <= " + std::to_string(*p.until);
+    return "SELECT DISTINCT ON (m.created_at, m.id) m.raw, m.created_at, encode(m.id, 'hex') "
+           "FROM unnest(" + ps.add(text_array(p.tags.at(letter))) + "::text[]) AS v(value) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM event_tags t "
+           "JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id WHERE " + t +
+           " AND " + event_conditions(p, ps, community, letter, true, true, true) +
+           " ORDER BY t.created_at DESC, t.event_id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  if (p.authors) {
+    // Per author, newest first on events_live_pubkey, then merged.
+    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
+           ps.add(bytea_array(*p.authors)) + "::bytea[]) AS a(pubkey) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.pubkey = a.pubkey AND " +
+           event_conditions(p, ps, community, 0, true, false, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  if (p.kinds) {
+    // Per kind, newest first on events_live_kind, then merged.
+    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
+           ps.add(int_array(*p.kinds)) + "::int[]) AS k(kind) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.kind = k.kind AND " +
+           event_conditions(p, ps, community, 0, false, true, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
+         event_conditions(p, ps, community, 0, false, false, false) +
+         " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
+}
+
+// The ids of all live events matching the filter (for COUNT).
+std::string ids_sql(const plan& p, params& ps, const std::string& community) {
+  if (!p.ids && !p.tags.empty()) {
+    char letter = driving_tag(p);
+    std::string t = "t.community_id = " + community + " AND t.name = " +
+                    ps.add(std::string(1, letter)) + " AND t.value = ANY(" +
+                    ps.add(text_array(p.tags.at(letter))) + "::text[])";
+    if (p.kinds)
+      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+    if (p.authors)
+      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+    if (p.since)
+      t += " AND t.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      t += " AND t.created_at <= " + std::to_string(*p.until);
+    return "SELECT t.event_id AS id FROM event_tags t JOIN events e ON e.community_id = t.community_id "
+           "AND e.id = t.event_id WHERE " + t + " AND " +
+           event_conditions(p, ps, community, letter, true, true, true);
+  }
+  return "SELECT e.id AS id FROM events e WHERE " +
+         event_conditions(p, ps, community, 0, false, false, false);
+}
+
+std::string field_string(const pqxx::field& f) { return std::string(f.c_str(), f.size()); }
+
+}  // namespace
+
+std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<proto::filter>& filters,
+                                      const proto::filter_limits& lim) {
+  struct row {
+    int64_t created_at;
+    std::string id;
+    std::string raw;
+  };
+  std::vector<row> rows;
+  std::unordered_set<std::string> seen;
+  size_t cap = 0;
+  pqxx::read_transaction tx(conn);
+  for (const auto& f : filters) {
+    plan p = plan_of(f, lim, false);
+    if (p.empty)
+      continue;
+    cap += p.limit;
+    params ps;
+    std::string community = ps.add(std::to_string(community_id)) + "::bigint";
+    std::string sql = history_sql(p, ps, community);
+    auto r = tx.exec_params(sql, pqxx::prepare::make_dynamic_params(ps.values()));
+    for (const auto& rr : r) {
+      std::string id = rr[2].as<std::string>();
+      if (!seen.insert(id).second)
+        continue;
+      rows.push_back({rr[1].as<int64_t>(), std::move(id), field_string(rr[0])});
+    }
+  }
+  tx.commit();
+  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+    return a.created_at != b.created_at ? a.created_at > b.created_at : a.id < b.id;
+  });
+  if (rows.size() > cap)
+    rows.resize(cap);
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (auto& r : rows)
+    out.push_back(std::move(r.raw));
+  return out;
+}
+
+uint64_t count_events(pqxx::connection& conn, int64_t community_id,
+                      const std::vector<proto::filter>& filters) {
+  params ps;
+  std::string community = ps.add(std::to_string(community_id)) + "::bigint";
+  std::string unioned;
+  proto::filter_limits unlimited;
+  for (const auto& f : filters) {
+    plan p = plan_of(f, unlimited, true);
+    if (p.empty)
+      continue;
+    if (!unioned.empty())
+      unioned += " UNION ALL ";
+    unioned += "(" + ids_sql(p, ps, community) + ")";
+  }
+  if (unioned.empty())
+    return 0;
+  pqxx::read_transaction tx(conn);
+  auto r = tx.exec_params("SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched",
+                          pqxx::prepare::make_dynamic_params(ps.values()));
+  tx.commit();
+  return r[0][0].as<uint64_t>();
+}
+
+}  // namespace waggle::db

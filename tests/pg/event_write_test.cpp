@@ -1,0 +1,632 @@
+// The write path: duplicates, replaceable/addressable heads, NIP-09 deletion,
+// tenant isolation, bisection of poison events, failure policy.
+
+#include <latch>
+#include <thread>
+
+#include "tests/pg/pg_fixture.hpp"
+
+namespace waggle::pgtest {
+namespace {
+
+using db::write_outcome;
+
+class WriteTest : public PgTest {
+ protected:
+  std::vector<db::write_result> write(int64_t community_id, const std::vector<proto::event>& evs) {
+    return db::write_batch(conn(), batch(community_id, evs));
+  }
+  write_outcome write1(int64_t community_id, const proto::event& ev) {
+    auto r = write(community_id, {ev});
+    return r.at(0).outcome;
+  }
+  std::vector<std::string> query(int64_t community_id, const proto::filter& f) {
+    return db::query_events(conn(), community_id, {f}, proto::filter_limits{});
+  }
+};
+
+// Two versions with the same created_at, returned (lower id, higher id).
+std::pair<proto::event, proto::event> tie_pair(int signer, int32_t kind, int64_t created_at,
+                                               std::vector<proto::tag> tags = {}) {
+  auto a = make_event(signer, kind, created_at, tags, "version a");
+  auto b = make_event(signer, kind, created_at, tags, "version b");
+  if (b.id < a.id)
+    std::swap(a, b);
+  return {a, b};
+}
+
+// ---- duplicates -------------------------------------------------------------------
+
+TEST_F(WriteTest, SameEventTwiceIsStoredThenDuplicate) {
+  auto c = community();
+  auto ev = make_event(1, 1, 1000, {{"t", "hello"}, {"p", std::string(64, 'a')}}, "hi");
+  EXPECT_EQ(write1(c, ev), write_outcome::stored);
+  EXPECT_EQ(tag_rows(c, ev.id), 2);
+  EXPECT_EQ(write1(c, ev), write_outcome::duplicate);
+  EXPECT_EQ(all_rows(c), 1);
+  EXPECT_EQ(tag_rows(c, ev.id), 2) << "a duplicate must not add tag rows";
+}
+
+TEST_F(WriteTest, SameEventTwiceInOneBatch) {
+  auto c = community();
+  auto ev = make_event(1, 1, 1000, {{"t", "x"}});
+  auto r = write(c, {ev, ev});
+  EXPECT_EQ(r[0].outcome, write_outcome::stored);
+  EXPECT_EQ(r[1].outcome, write_outcome::duplicate);
+  EXPECT_EQ(all_rows(c), 1);
+  EXPECT_EQ(tag_rows(c, ev.id), 1);
+}
+
+TEST_F(WriteTest, RawJsonIsReturnedVerbatimIncludingNulInContent) {
+  auto c = community();
+  auto ev = make_event(1, 1, 1000, {{"t", "quote\"back\\slash"}},
+                       std::string("nul:\0:unicode:\xc3\xa9:\"q\"\n", 23));
+  ASSERT_NE(ev.raw.find("\\u0000"), std::string::npos) << ev.raw;
+  EXPECT_EQ(write1(c, ev), write_outcome::stored);
+  proto::filter f;
+  f.ids = std::vector<std::string>{ev.id};
+  auto got = query(c, f);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], ev.raw);
+  proto::filter by_tag;
+  by_tag.tags['t'] = {"quote\"back\\slash"};
+  EXPECT_EQ(query(c, by_tag), std::vector<std::string>{ev.raw});
+}
+
+TEST_F(WriteTest, EphemeralAndMalformedEventsAreRejectedWithoutStoring) {
+  auto c = community();
+  auto eph = make_event(1, 20001, 1000);
+  auto bad = make_event(1, 1, 1000);
+  bad.id = "not-hex";
+  auto good = make_event(1, 1, 1001);
+  auto r = write(c, {eph, bad, good});
+  EXPECT_EQ(r[0].outcome, write_outcome::rejected);
+  EXPECT_EQ(r[0].reason, "ephemeral events are not stored");
+  EXPECT_EQ(r[1].outcome, write_outcome::rejected);
+  EXPECT_EQ(r[2].outcome, write_outcome::stored);
+  EXPECT_EQ(all_rows(c), 1);
+}
+
+TEST_F(WriteTest, LargeMixedBatchIsOneTransaction) {
+  auto c = community("a");
+  auto c2 = community("b");
+  std::vector<proto::event> evs;
+  std::vector<db::ingest_item> items;
+  for (int i = 0; i < 300; ++i) {
+    evs.push_back(make_event(50 + i % 7, 9, 1000 + i,
+                             {{"h", "room" + std::to_string(i % 5)}, {"p", std::string(64, 'b')},
+                              {"e", std::string(64, 'c'), "", "reply"}, {"t", "quote\"d,{x}"}},
+                             "message " + std::to_string(i)));
+  }
+  for (int i = 0; i < 40; ++i)  // 10 coordinates, 4 versions each
+    evs.push_back(make_event(60 + i % 10, 10002, 2000 + i, {}, "relays " + std::to_string(i)));
+  for (int i = 0; i < 20; ++i)
+    evs.push_back(make_event(70 + i % 4, 30023, 3000 + i, {{"d", "doc" + std::to_string(i % 8)}}));
+  evs.push_back(make_event(50, 5, 5000, {{"e", evs[0].id}, {"e", evs[7].id}}));
+  for (const auto& ev : evs)
+    items.push_back({c, ptr(ev)});
+  items.push_back({c2, ptr(evs[1])});
+  auto r = db::write_batch(conn(), items);
+  ASSERT_EQ(r.size(), items.size());
+  int stored = 0, superseded = 0;
+  for (const auto& x : r) {
+    stored += x.outcome == write_outcome::stored;
+    superseded += x.outcome == write_outcome::superseded;
+  }
+  // 300 + 10 + 8 heads + the deletion + the copy in c2.
+  EXPECT_EQ(stored, 300 + 10 + 8 + 1 + 1);
+  EXPECT_EQ(superseded, 30 + 12);
+  EXPECT_FALSE(is_live(c, evs[0].id));
+  EXPECT_FALSE(is_live(c, evs[7].id));
+  EXPECT_EQ(live_rows(c), 300 - 2 + 10 + 8 + 1);
+  pqxx::nontransaction tx(conn());
+  // Every row of the batch, in both tables and both communities, carries the
+  // same inserting transaction id.
+  auto xids = tx.exec_params(
+    "SELECT count(DISTINCT x) FROM (SELECT xmin::text AS x FROM events WHERE community_id IN ($1, $2) "
+    "UNION ALL SELECT xmin::text FROM event_tags WHERE community_id IN ($1, $2)) s",
+    c, c2)[0][0].as<int>();
+  EXPECT_EQ(xids, 1);
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM event_tags WHERE community_id = $1 AND value = 'quote\"d,{x}'", c)[0][0]
+              .as<int>(), 300);
+}
+
+// ---- replaceable (kind 0, 3, 10000-19999) ----------------------------------------------
+
+TEST_F(WriteTest, ReplaceableNewerWinsOlderArrivingLaterIsSuperseded) {
+  auto c = community();
+  auto v1 = make_event(2, 0, 1000, {}, "v1");
+  auto v2 = make_event(2, 0, 2000, {}, "v2");
+  auto v0 = make_event(2, 0, 500, {}, "v0");
+  EXPECT_EQ(write1(c, v1), write_outcome::stored);
+  EXPECT_EQ(write1(c, v2), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, v1.id));
+  EXPECT_TRUE(is_live(c, v2.id));
+  EXPECT_EQ(write1(c, v0), write_outcome::superseded);
+  EXPECT_FALSE(exists(c, v0.id)) << "a superseded version is not inserted";
+  EXPECT_EQ(write1(c, v1), write_outcome::duplicate) << "a replaced version resent stays replaced";
+  EXPECT_FALSE(is_live(c, v1.id));
+  EXPECT_EQ(live_rows(c, "kind = 0"), 1);
+  proto::filter f;
+  f.kinds = std::vector<int32_t>{0};
+  EXPECT_EQ(query(c, f), std::vector<std::string>{v2.raw});
+}
+
+TEST_F(WriteTest, ReplaceableTieGoesToLowestIdLowerFirst) {
+  auto c = community();
+  auto [low, high] = tie_pair(3, 10002, 1000);
+  EXPECT_EQ(write1(c, low), write_outcome::stored);
+  EXPECT_EQ(write1(c, high), write_outcome::superseded);
+  EXPECT_TRUE(is_live(c, low.id));
+  EXPECT_FALSE(exists(c, high.id));
+  EXPECT_EQ(live_rows(c), 1);
+}
+
+TEST_F(WriteTest, ReplaceableTieGoesToLowestIdHigherFirst) {
+  auto c = community();
+  auto [low, high] = tie_pair(3, 10002, 1000);
+  EXPECT_EQ(write1(c, high), write_outcome::stored);
+  EXPECT_EQ(write1(c, low), write_outcome::stored);
+  EXPECT_TRUE(is_live(c, low.id));
+  EXPECT_FALSE(is_live(c, high.id));
+  EXPECT_EQ(live_rows(c), 1);
+}
+
+TEST_F(WriteTest, ReplaceableVersionsInTheSameBatch) {
+  auto c = community();
+  auto v1 = make_event(4, 3, 1000, {}, "v1");
+  auto v3 = make_event(4, 3, 3000, {}, "v3");
+  auto v2 = make_event(4, 3, 2000, {}, "v2");
+  auto [low, high] = tie_pair(5, 0, 1000);
+  auto r = write(c, {v1, v3, high, v2, low});
+  EXPECT_EQ(r[0].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[1].outcome, write_outcome::stored);
+  EXPECT_EQ(r[2].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[3].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[4].outcome, write_outcome::stored);
+  EXPECT_EQ(all_rows(c), 2) << "only the winners are inserted";
+  EXPECT_TRUE(is_live(c, v3.id));
+  EXPECT_TRUE(is_live(c, low.id));
+  // A batch whose winner loses to the stored head: all superseded.
+  auto old1 = make_event(4, 3, 100, {}, "old1");
+  auto old2 = make_event(4, 3, 200, {}, "old2");
+  r = write(c, {old1, old2});
+  EXPECT_EQ(r[0].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[1].outcome, write_outcome::superseded);
+  EXPECT_EQ(live_rows(c, "kind = 3"), 1);
+}
+
+TEST_F(WriteTest, ReplaceableCoordinatesAreSeparateByKindAuthorAndCommunity) {
+  auto c1 = community("a");
+  auto c2 = community("b");
+  auto a0 = make_event(6, 0, 1000);
+  auto a3 = make_event(6, 3, 1000);
+  auto b0 = make_event(7, 0, 1000);
+  auto r = write(c1, {a0, a3, b0});
+  for (const auto& x : r)
+    EXPECT_EQ(x.outcome, write_outcome::stored);
+  // An older version in another community is that community's head.
+  auto a0_old = make_event(6, 0, 10);
+  EXPECT_EQ(write1(c2, a0_old), write_outcome::stored);
+  EXPECT_TRUE(is_live(c1, a0.id));
+  EXPECT_EQ(live_rows(c1), 3);
+}
+
+// ---- addressable (30000-39999, coordinate includes d) ---------------------------------------
+
+TEST_F(WriteTest, AddressableReplacesPerDTag) {
+  auto c = community();
+  auto x1 = make_event(8, 30023, 1000, {{"d", "x"}}, "x1");
+  auto y1 = make_event(8, 30023, 1000, {{"d", "y"}}, "y1");
+  auto none = make_event(8, 30023, 1000, {}, "no d");
+  auto empty = make_event(8, 30023, 1100, {{"d", ""}}, "empty d");  // same coordinate as `none`
+  auto x2 = make_event(8, 30023, 2000, {{"d", "x"}}, "x2");
+  auto x0 = make_event(8, 30023, 500, {{"d", "x"}}, "x0");
+  EXPECT_EQ(write1(c, x1), write_outcome::stored);
+  EXPECT_EQ(write1(c, y1), write_outcome::stored);
+  EXPECT_EQ(write1(c, none), write_outcome::stored);
+  EXPECT_EQ(write1(c, empty), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, none.id));
+  EXPECT_EQ(write1(c, x2), write_outcome::stored);
+  EXPECT_EQ(write1(c, x0), write_outcome::superseded);
+  EXPECT_FALSE(is_live(c, x1.id));
+  EXPECT_TRUE(is_live(c, x2.id));
+  EXPECT_TRUE(is_live(c, y1.id));
+  EXPECT_TRUE(is_live(c, empty.id));
+  EXPECT_EQ(live_rows(c), 3);
+  pqxx::nontransaction tx(conn());
+  EXPECT_EQ(tx.exec_params("SELECT d_tag FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
+                           c, none.id)[0][0].as<std::string>(),
+            "");
+}
+
+TEST_F(WriteTest, AddressableTieAndSameBatch) {
+  auto c = community();
+  auto [low, high] = tie_pair(9, 30000, 1000, {{"d", "room"}});
+  auto other = make_event(9, 30000, 900, {{"d", "other"}});
+  auto r = write(c, {high, other, low});
+  EXPECT_EQ(r[0].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[1].outcome, write_outcome::stored);
+  EXPECT_EQ(r[2].outcome, write_outcome::stored);
+  EXPECT_TRUE(is_live(c, low.id));
+  EXPECT_EQ(write1(c, high), write_outcome::superseded);
+  EXPECT_EQ(live_rows(c), 2);
+}
+
+TEST_F(WriteTest, TheSchemaAllowsOneLiveHeadPerCoordinate) {
+  // The invariant behind the advisory lock, enforced by events_live_coordinate.
+  auto c = community();
+  auto v1 = make_event(10, 10000, 1000);
+  ASSERT_EQ(write1(c, v1), write_outcome::stored);
+  pqxx::work tx(conn());
+  try {
+    tx.exec_params(
+      "INSERT INTO events (community_id, id, pubkey, created_at, kind, raw) "
+      "VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), 2000, 10000, '{}')",
+      c, std::string(64, 'f'), v1.pubkey);
+    FAIL() << "a second live head was accepted";
+  } catch (const pqxx::unique_violation&) {
+  }
+}
+
+// The replacement lock is taken before heads are read: a writer of a
+// coordinate waits while another transaction holds that coordinate's key.
+TEST_F(WriteTest, ReplacementWaitsForTheCoordinateLock) {
+  auto c = community();
+  auto ev = make_event(11, 30001, 1000, {{"d", "locked"}});
+  auto holder = connect();
+  pqxx::work hold(*holder);
+  hold.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                   db::replacement_lock_key(c, 30001, ev.pubkey, "locked"));
+  auto writer = connect();
+  int pid = writer->backendpid();
+  std::atomic<bool> done{false};
+  std::vector<db::write_result> r;
+  std::string err;
+  std::thread t([&] {
+    try {
+      r = db::write_batch(*writer, batch(c, {ev}));
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    done = true;
+  });
+  bool waited = eventually([&] { return waits_on_advisory_lock(conn(), pid); });
+  bool finished_early = done.load();
+  hold.commit();
+  t.join();
+  EXPECT_TRUE(waited) << "write_batch did not wait for the replacement lock";
+  EXPECT_FALSE(finished_early);
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(r.at(0).outcome, write_outcome::stored);
+  EXPECT_EQ(db::replacement_lock_key(7, 30001, "ab", "x:y"), "waggle_replace:7:30001:ab:x:y");
+}
+
+// Several writers (own connections) publish versions of one coordinate at the
+// same instant; exactly one live head remains, the newest, and nobody fails.
+TEST_F(WriteTest, ConcurrentReplacementLeavesExactlyTheNewestHead) {
+  constexpr int writers = 6;
+  constexpr int rounds = 15;
+  auto c = community();
+  std::vector<std::unique_ptr<pqxx::connection>> conns;
+  for (int i = 0; i < writers; ++i)
+    conns.push_back(connect());
+  for (int round = 0; round < rounds; ++round) {
+    int signer = 100 + round;
+    int32_t kind = round % 2 ? 0 : 30078;
+    std::vector<proto::event> versions;
+    for (int i = 0; i < writers; ++i)
+      versions.push_back(make_event(signer, kind, 1000 + (i * 7) % writers, {{"d", "shared"}},
+                                    "writer " + std::to_string(i)));
+    // The expected head: newest, then lowest id.
+    const proto::event* best = &versions[0];
+    for (const auto& v : versions)
+      if (v.created_at > best->created_at || (v.created_at == best->created_at && v.id < best->id))
+        best = &v;
+    std::latch go(writers);
+    std::vector<std::string> errors(writers);
+    std::vector<write_outcome> outcomes(writers);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < writers; ++i)
+      threads.emplace_back([&, i] {
+        go.arrive_and_wait();
+        try {
+          // write_batch, not the bisecting wrapper: a race the lock failed to
+          // prevent would surface here as an exception.
+          outcomes[i] = db::write_batch(*conns[i], batch(c, {versions[i]})).at(0).outcome;
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    for (int i = 0; i < writers; ++i) {
+      ASSERT_TRUE(errors[i].empty()) << "round " << round << ": " << errors[i];
+      EXPECT_TRUE(outcomes[i] == write_outcome::stored || outcomes[i] == write_outcome::superseded)
+        << outcome_name(outcomes[i]);
+    }
+    pqxx::nontransaction tx(conn());
+    auto heads = tx.exec_params(
+      "SELECT encode(id, 'hex') FROM events WHERE community_id = $1 AND kind = $2 AND pubkey = "
+      "decode($3, 'hex') AND deleted_at IS NULL",
+      c, kind, best->pubkey);
+    ASSERT_EQ(heads.size(), 1u) << "round " << round;
+    EXPECT_EQ(heads[0][0].as<std::string>(), best->id) << "round " << round;
+  }
+}
+
+// ---- NIP-09 deletion ----------------------------------------------------------------------
+
+TEST_F(WriteTest, DeletionByETagDeletesOwnEventsOnly) {
+  auto c = community();
+  auto mine = make_event(20, 1, 1000, {}, "mine");
+  auto theirs = make_event(21, 1, 1000, {}, "theirs");
+  auto my_other_deletion = make_event(20, 5, 900, {{"e", std::string(64, '0')}});
+  ASSERT_EQ(write(c, {mine, theirs, my_other_deletion}).size(), 3u);
+  auto del = make_event(20, 5, 2000,
+                        {{"e", mine.id}, {"e", theirs.id}, {"e", my_other_deletion.id}, {"e", "junk"}});
+  EXPECT_EQ(write1(c, del), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, mine.id));
+  EXPECT_TRUE(is_live(c, theirs.id)) << "another author's event must not be deleted";
+  EXPECT_TRUE(is_live(c, my_other_deletion.id)) << "a deletion of a deletion has no effect";
+  EXPECT_TRUE(is_live(c, del.id));
+
+  proto::filter f;
+  f.kinds = std::vector<int32_t>{1};
+  EXPECT_EQ(query(c, f), std::vector<std::string>{theirs.raw});
+  EXPECT_EQ(db::count_events(conn(), c, {f}), 1u);
+  // Resent, it stays deleted.
+  EXPECT_EQ(write1(c, mine), write_outcome::duplicate);
+  EXPECT_FALSE(is_live(c, mine.id));
+  EXPECT_EQ(query(c, f), std::vector<std::string>{theirs.raw});
+}
+
+TEST_F(WriteTest, DeletionInTheSameBatchAsItsTarget) {
+  auto c = community();
+  auto mine = make_event(22, 9, 1000, {{"h", "room"}});
+  auto del = make_event(22, 5, 1001, {{"e", mine.id}});
+  auto r = write(c, {del, mine});
+  EXPECT_EQ(r[0].outcome, write_outcome::stored);
+  EXPECT_EQ(r[1].outcome, write_outcome::stored);
+  EXPECT_FALSE(is_live(c, mine.id));
+}
+
+TEST_F(WriteTest, EventArrivingAfterItsDeletionIsNotStoredLive) {
+  auto c = community();
+  auto mine = make_event(23, 1, 1000);
+  auto del = make_event(23, 5, 2000, {{"e", mine.id}});
+  EXPECT_EQ(write1(c, del), write_outcome::stored);
+  EXPECT_EQ(write1(c, mine), write_outcome::superseded);
+  EXPECT_FALSE(is_live(c, mine.id));
+  // A deletion by someone else does not stop it.
+  auto theirs = make_event(24, 1, 1000);
+  auto not_theirs = make_event(23, 5, 2000, {{"e", theirs.id}});
+  EXPECT_EQ(write1(c, not_theirs), write_outcome::stored);
+  EXPECT_EQ(write1(c, theirs), write_outcome::stored);
+  EXPECT_TRUE(is_live(c, theirs.id));
+}
+
+TEST_F(WriteTest, DeletionByATagDeletesVersionsUpToItsCreatedAt) {
+  auto c = community();
+  auto v1 = make_event(25, 30023, 1000, {{"d", "post"}}, "v1");
+  auto other_d = make_event(25, 30023, 1000, {{"d", "other"}});
+  ASSERT_EQ(write1(c, v1), write_outcome::stored);
+  ASSERT_EQ(write1(c, other_d), write_outcome::stored);
+  auto pk = v1.pubkey;
+  auto del = make_event(25, 5, 1500, {{"a", "30023:" + pk + ":post"}});
+  EXPECT_EQ(write1(c, del), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, v1.id));
+  EXPECT_TRUE(is_live(c, other_d.id));
+  // An older version arriving later is covered by the deletion.
+  auto v0 = make_event(25, 30023, 1200, {{"d", "post"}}, "v0");
+  EXPECT_EQ(write1(c, v0), write_outcome::superseded);
+  EXPECT_EQ(live_rows(c, "kind = 30023 AND d_tag = 'post'"), 0);
+  // A version newer than the deletion lives.
+  auto v2 = make_event(25, 30023, 2000, {{"d", "post"}}, "v2");
+  EXPECT_EQ(write1(c, v2), write_outcome::stored);
+  EXPECT_TRUE(is_live(c, v2.id));
+  // Deleting it again with an older deletion does nothing.
+  auto late = make_event(25, 5, 1800, {{"a", "30023:" + pk + ":post"}});
+  EXPECT_EQ(write1(c, late), write_outcome::stored);
+  EXPECT_TRUE(is_live(c, v2.id));
+}
+
+TEST_F(WriteTest, DeletionByATagOfAnotherAuthorOrReplaceableKind) {
+  auto c = community();
+  auto theirs = make_event(26, 30023, 1000, {{"d", "post"}});
+  auto profile = make_event(27, 0, 1000, {}, "profile");
+  ASSERT_EQ(write(c, {theirs, profile}).size(), 2u);
+  auto del_theirs = make_event(27, 5, 2000, {{"a", "30023:" + theirs.pubkey + ":post"}});
+  EXPECT_EQ(write1(c, del_theirs), write_outcome::stored);
+  EXPECT_TRUE(is_live(c, theirs.id)) << "an `a` tag naming another author deletes nothing";
+  auto del_profile = make_event(27, 5, 2000, {{"a", "0:" + profile.pubkey + ":"}});
+  EXPECT_EQ(write1(c, del_profile), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, profile.id));
+}
+
+// ---- tenants -----------------------------------------------------------------------------
+
+TEST_F(WriteTest, SameEventInTwoCommunitiesIsTwoRowsAndStaysApart) {
+  auto a = community("a");
+  auto b = community("b");
+  auto shared = make_event(30, 9, 1000, {{"h", "general"}}, "in both");
+  auto only_b = make_event(30, 9, 1001, {{"h", "general"}}, "only in b");
+  EXPECT_EQ(write1(a, shared), write_outcome::stored);
+  EXPECT_EQ(write1(b, shared), write_outcome::stored) << "dedup is per community";
+  EXPECT_EQ(write1(b, only_b), write_outcome::stored);
+  EXPECT_EQ(all_rows(a), 1);
+  EXPECT_EQ(all_rows(b), 2);
+
+  proto::filter all;
+  proto::filter by_tag;
+  by_tag.tags['h'] = {"general"};
+  proto::filter by_author;
+  by_author.authors = std::vector<std::string>{shared.pubkey};
+  proto::filter by_id;
+  by_id.ids = std::vector<std::string>{only_b.id};
+  proto::filter by_kind;
+  by_kind.kinds = std::vector<int32_t>{9};
+  for (const auto& f : {all, by_tag, by_author, by_kind})
+    EXPECT_EQ(query(a, f), std::vector<std::string>{shared.raw}) << proto::to_json(f);
+  EXPECT_TRUE(query(a, by_id).empty());
+  EXPECT_EQ(db::count_events(conn(), a, {all, by_tag, by_author, by_id, by_kind}), 1u);
+  EXPECT_EQ(db::count_events(conn(), b, {by_tag}), 2u);
+
+  // A deletion in b does not reach a.
+  auto del = make_event(30, 5, 2000, {{"e", shared.id}});
+  EXPECT_EQ(write1(b, del), write_outcome::stored);
+  EXPECT_TRUE(is_live(a, shared.id));
+  EXPECT_FALSE(is_live(b, shared.id));
+}
+
+// ---- bisection and failure policy ----------------------------------------------------------------
+
+TEST_F(WriteTest, PoisonEventIsRejectedAloneByBisection) {
+  auto c = community();
+  std::vector<proto::event> evs;
+  for (int i = 0; i < 7; ++i)
+    evs.push_back(make_event(40, 1, 1000 + i, {{"t", "fine"}}, "event " + std::to_string(i)));
+  // NIP-01 allows \u0000 in a tag value; PostgreSQL text cannot hold it
+  // (SQLSTATE 22021), and the tag index stores first values as text.
+  evs[4] = make_event(40, 1, 2000, {{"t", std::string("bad\0value", 9)}}, "poison");
+  // Within a plain write_batch the whole transaction fails...
+  EXPECT_THROW(db::write_batch(conn(), batch(c, evs)), pqxx::data_exception);
+  EXPECT_EQ(all_rows(c), 0);
+  // ...and the bisecting wrapper rejects only the poison.
+  auto r = db::write_batch_bisecting(conn(), batch(c, evs));
+  ASSERT_EQ(r.size(), evs.size());
+  for (size_t i = 0; i < evs.size(); ++i) {
+    if (i == 4) {
+      EXPECT_EQ(r[i].outcome, write_outcome::rejected);
+      EXPECT_NE(r[i].reason.find("class 22"), std::string::npos) << r[i].reason;
+      EXPECT_EQ(r[i].reason.find("INSERT"), std::string::npos) << "SQL leaked: " << r[i].reason;
+      EXPECT_EQ(r[i].reason.find("UTF8"), std::string::npos) << "internals leaked: " << r[i].reason;
+    } else {
+      EXPECT_EQ(r[i].outcome, write_outcome::stored) << i;
+    }
+  }
+  EXPECT_EQ(all_rows(c), 6);
+  EXPECT_FALSE(exists(c, evs[4].id));
+}
+
+TEST_F(WriteTest, PoisonDTagAndInvalidUtf8AreIsolated) {
+  auto c = community();
+  auto ok1 = make_event(41, 1, 1000);
+  auto bad_d = make_event(41, 30023, 1000, {{"d", std::string("a\0b", 3)}});
+  auto ok2 = make_event(42, 30023, 1000, {{"d", "fine"}});
+  auto bad_utf8 = make_event(41, 1, 1001, {{"x", "\xff\xfe"}});
+  auto r = db::write_batch_bisecting(conn(), batch(c, {ok1, bad_d, ok2, bad_utf8}));
+  EXPECT_EQ(r[0].outcome, write_outcome::stored);
+  EXPECT_EQ(r[1].outcome, write_outcome::rejected);
+  EXPECT_EQ(r[2].outcome, write_outcome::stored);
+  EXPECT_EQ(r[3].outcome, write_outcome::rejected);
+  EXPECT_EQ(all_rows(c), 2);
+}
+
+TEST_F(WriteTest, BrokenConnectionFailsEveryItemAndRethrows) {
+  auto c = community();
+  auto ev1 = make_event(43, 30002, 1000, {{"d", "x"}});
+  auto ev2 = make_event(43, 1, 1000);
+  // Hold ev1's coordinate so the batch is inside its transaction, then kill it.
+  auto holder = connect();
+  pqxx::work hold(*holder);
+  hold.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                   db::replacement_lock_key(c, 30002, ev1.pubkey, "x"));
+  auto writer = connect();
+  int pid = writer->backendpid();
+  std::vector<db::write_result> results;
+  bool caught_broken = false, caught_typed = false;
+  std::thread t([&] {
+    try {
+      db::write_batch_bisecting(*writer, batch(c, {ev1, ev2}));
+    } catch (const db::batch_unavailable& e) {
+      caught_typed = true;
+      results = e.results();
+      try {
+        throw;
+      } catch (const pqxx::broken_connection&) {
+        caught_broken = true;
+      }
+    } catch (...) {
+    }
+  });
+  // (No ASSERT while the thread runs: it must be joined on every path.)
+  bool waited = eventually([&] { return waits_on_advisory_lock(conn(), pid); });
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec_params("SELECT pg_terminate_backend($1)", pid);
+  }
+  t.join();
+  hold.commit();
+  ASSERT_TRUE(waited) << "the batch never waited inside its transaction";
+  EXPECT_TRUE(caught_typed);
+  EXPECT_TRUE(caught_broken) << "batch_unavailable must be a pqxx::broken_connection";
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.outcome, write_outcome::failed);
+    EXPECT_EQ(r.reason, "database unavailable");
+  }
+  EXPECT_EQ(all_rows(c), 0);
+}
+
+// A deadlock (40P01) aborts the batch's transaction; the same batch is retried
+// and then succeeds. Deterministic: the holder takes the coordinate key that
+// sorts second, waits until the batch holds the first and waits for the
+// second, then asks for the first. Only the batch's session runs deadlock
+// detection early (the holder's deadlock_timeout is long), so the batch is
+// the victim.
+TEST_F(WriteTest, DeadlockIsRetried) {
+  auto c = community();
+  auto ev1 = make_event(44, 30003, 1000, {{"d", "one"}});
+  auto ev2 = make_event(44, 30003, 1000, {{"d", "two"}});
+  auto k1 = db::replacement_lock_key(c, 30003, ev1.pubkey, "one");
+  auto k2 = db::replacement_lock_key(c, 30003, ev2.pubkey, "two");
+  {
+    pqxx::nontransaction tx(conn());
+    auto h1 = tx.exec_params("SELECT hashtextextended($1, 0)", k1)[0][0].as<int64_t>();
+    auto h2 = tx.exec_params("SELECT hashtextextended($1, 0)", k2)[0][0].as<int64_t>();
+    if (h2 < h1)
+      std::swap(k1, k2);  // k1 is now the key the batch takes first
+  }
+  auto holder = connect();
+  {
+    pqxx::nontransaction tx(*holder);
+    tx.exec("SET deadlock_timeout = '30s'");
+  }
+  pqxx::work hold(*holder);
+  hold.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", k2);
+  auto writer = connect();
+  {
+    pqxx::nontransaction tx(*writer);
+    tx.exec("SET deadlock_timeout = '100ms'");
+  }
+  int pid = writer->backendpid();
+  std::vector<db::write_result> results;
+  std::string err;
+  std::thread t([&] {
+    try {
+      results = db::write_batch_bisecting(*writer, batch(c, {ev1, ev2}));
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  });
+  // (No ASSERT while the thread runs: it must be joined on every path.)
+  bool first_wait = eventually([&] { return waits_on_advisory_lock(conn(), pid); });
+  // Now ask for k1, which the batch holds: a cycle; the batch is aborted,
+  // which grants k1 here; the retry waits for this transaction to end.
+  hold.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", k1);
+  bool retry_wait = eventually([&] { return waits_on_advisory_lock(conn(), pid); },
+                               std::chrono::seconds(3));
+  hold.commit();
+  t.join();
+  EXPECT_TRUE(first_wait) << "the batch did not wait for the second key";
+  EXPECT_TRUE(retry_wait) << "the retry did not queue behind the holder";
+  ASSERT_TRUE(err.empty()) << err;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].outcome, write_outcome::stored) << results[0].reason;
+  EXPECT_EQ(results[1].outcome, write_outcome::stored) << results[1].reason;
+  EXPECT_EQ(live_rows(c), 2);
+}
+
+}  // namespace
+}  // namespace waggle::pgtest

@@ -1,0 +1,245 @@
+#pragma once
+
+// Shared fixture of the PostgreSQL-backed tests (tests/pg).
+//
+// WAGGLE_TEST_DATABASE_URL names a server where the user may CREATE DATABASE
+// (e.g. postgresql://postgres@127.0.0.1:55432/postgres). Unset or unreachable
+// is a test FAILURE, never a skip (DESIGN §10).
+//
+// Every test process creates its own fresh database (name: pid + counter),
+// applies the embedded migrations and drops it at exit, so binaries (and
+// ctest's one-process-per-test runs) can go in parallel under ctest -j.
+// Tests inside one database keep apart by using their own community.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "db/community_store.hpp"
+#include "db/event_store.hpp"
+#include "db/migrate.hpp"
+#include "messages/proto/event.hpp"
+
+namespace waggle::pgtest {
+
+inline std::string admin_url() {
+  const char* u = std::getenv("WAGGLE_TEST_DATABASE_URL");
+  return u ? std::string(u) : std::string();
+}
+
+// The URL with its database name replaced by `db` (query parameters kept).
+inline std::string url_with_database(const std::string& url, const std::string& db) {
+  auto scheme = url.find("://");
+  if (scheme == std::string::npos)
+    return "dbname=" + db + " " + url;  // keyword/value form: the last dbname wins
+  auto path = url.find('/', scheme + 3);
+  auto query = url.find('?', scheme + 3);
+  std::string head = url.substr(0, std::min(path, query));
+  std::string tail = query == std::string::npos ? "" : url.substr(query);
+  return head + "/" + db + tail;
+}
+
+// A database that exists for the lifetime of this object.
+class scratch_database {
+ public:
+  explicit scratch_database(const std::string& purpose) {
+    static std::atomic<int> counter{0};
+    name_ = "waggle_test_" + purpose + "_" + std::to_string(::getpid()) + "_" +
+            std::to_string(counter++);
+    pqxx::connection admin(admin_url());
+    pqxx::nontransaction tx(admin);
+    tx.exec("CREATE DATABASE " + tx.quote_name(name_) + " TEMPLATE template0 ENCODING 'UTF8'");
+    url_ = url_with_database(admin_url(), name_);
+  }
+  ~scratch_database() {
+    try {
+      pqxx::connection admin(admin_url());
+      pqxx::nontransaction tx(admin);
+      tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(name_) + " WITH (FORCE)");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "could not drop %s: %s\n", name_.c_str(), e.what());
+    }
+  }
+  scratch_database(const scratch_database&) = delete;
+  scratch_database& operator=(const scratch_database&) = delete;
+
+  const std::string& url() const { return url_; }
+  const std::string& name() const { return name_; }
+  std::unique_ptr<pqxx::connection> connect() const {
+    return std::make_unique<pqxx::connection>(url_);
+  }
+
+ private:
+  std::string name_;
+  std::string url_;
+};
+
+// The process-wide migrated database, created on first use.
+struct shared_db {
+  std::unique_ptr<scratch_database> db;
+  std::string error;
+
+  static shared_db& get() {
+    static shared_db instance = [] {
+      shared_db s;
+      if (admin_url().empty()) {
+        s.error = "WAGGLE_TEST_DATABASE_URL is not set (a PostgreSQL URL where CREATE DATABASE "
+                  "is allowed, e.g. postgresql://postgres@127.0.0.1:55432/postgres)";
+        return s;
+      }
+      try {
+        s.db = std::make_unique<scratch_database>("shared");
+        auto conn = s.db->connect();
+        auto applied = db::apply_migrations(*conn, db::embedded_migrations());
+        if (!applied)
+          s.error = "migrations failed: " + applied.error().reason;
+      } catch (const std::exception& e) {
+        s.error = std::string("cannot prepare the test database: ") + e.what();
+      }
+      return s;
+    }();
+    return instance;
+  }
+};
+
+class PgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& s = shared_db::get();
+    ASSERT_TRUE(s.error.empty()) << s.error;
+    conn_ = s.db->connect();
+  }
+
+  pqxx::connection& conn() { return *conn_; }
+  std::unique_ptr<pqxx::connection> connect() { return shared_db::get().db->connect(); }
+  const std::string& url() { return shared_db::get().db->url(); }
+
+  // A community of its own for the calling test.
+  int64_t community(const std::string& tag = "") {
+    static std::atomic<int> n{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string host = std::string(info->test_suite_name()) + "-" + info->name() + "-" + tag +
+                       "-" + std::to_string(n++) + ".test";
+    for (auto& c : host)
+      c = (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '-';
+    auto r = db::add_community(conn(), host, "test community");
+    EXPECT_TRUE(r.has_value()) << (r.has_value() ? "" : r.error().reason);
+    return r.has_value() ? r->id : 0;
+  }
+
+  // Row helpers (hex in, plain values out).
+  int64_t live_rows(int64_t community_id, const std::string& extra_where = "TRUE") {
+    pqxx::nontransaction tx(conn());
+    return tx.exec_params("SELECT count(*) FROM events WHERE community_id = $1 AND deleted_at IS NULL AND " +
+                            extra_where,
+                          community_id)[0][0]
+      .as<int64_t>();
+  }
+  int64_t all_rows(int64_t community_id) {
+    pqxx::nontransaction tx(conn());
+    return tx.exec_params("SELECT count(*) FROM events WHERE community_id = $1", community_id)[0][0]
+      .as<int64_t>();
+  }
+  bool is_live(int64_t community_id, const std::string& id_hex) {
+    pqxx::nontransaction tx(conn());
+    auto r = tx.exec_params(
+      "SELECT deleted_at IS NULL FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
+      community_id, id_hex);
+    return !r.empty() && r[0][0].as<bool>();
+  }
+  bool exists(int64_t community_id, const std::string& id_hex) {
+    pqxx::nontransaction tx(conn());
+    return !tx.exec_params("SELECT 1 FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
+                           community_id, id_hex)
+              .empty();
+  }
+  int64_t tag_rows(int64_t community_id, const std::string& id_hex) {
+    pqxx::nontransaction tx(conn());
+    return tx.exec_params(
+               "SELECT count(*) FROM event_tags WHERE community_id = $1 AND event_id = decode($2, "
+               "'hex')",
+               community_id, id_hex)[0][0]
+      .as<int64_t>();
+  }
+
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+// ---- events -------------------------------------------------------------------
+
+// A valid secp256k1 secret: 32 bytes hex of a small number (1-based).
+inline std::string secret(int n) {
+  char buf[65];
+  std::snprintf(buf, sizeof buf, "%064x", n);
+  return buf;
+}
+
+inline proto::event make_event(int signer, int32_t kind, int64_t created_at,
+                               std::vector<proto::tag> tags = {}, std::string content = "") {
+  proto::event ev;
+  ev.kind = kind;
+  ev.created_at = created_at;
+  ev.tags = std::move(tags);
+  ev.content = std::move(content);
+  proto::sign(ev, secret(signer));
+  return ev;
+}
+
+inline db::event_ptr ptr(const proto::event& ev) { return std::make_shared<const proto::event>(ev); }
+
+inline std::vector<db::ingest_item> batch(int64_t community_id, const std::vector<proto::event>& evs) {
+  std::vector<db::ingest_item> out;
+  for (const auto& ev : evs)
+    out.push_back({community_id, ptr(ev)});
+  return out;
+}
+
+inline const char* outcome_name(db::write_outcome o) {
+  switch (o) {
+    case db::write_outcome::stored: return "stored";
+    case db::write_outcome::duplicate: return "duplicate";
+    case db::write_outcome::superseded: return "superseded";
+    case db::write_outcome::rejected: return "rejected";
+    case db::write_outcome::failed: return "failed";
+  }
+  return "?";
+}
+
+// Polls `cond` until true or `timeout`; true when it became true.
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+// True when backend `pid` is waiting for an advisory lock.
+inline bool waits_on_advisory_lock(pqxx::connection& observer, int pid) {
+  pqxx::nontransaction tx(observer);
+  auto r = tx.exec_params(
+    "SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted", pid);
+  return !r.empty();
+}
+
+}  // namespace waggle::pgtest
+
+namespace waggle::db {
+inline void PrintTo(write_outcome o, std::ostream* os) { *os << pgtest::outcome_name(o); }
+}  // namespace waggle::db
