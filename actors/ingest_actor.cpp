@@ -4,21 +4,35 @@
 
 namespace waggle {
 
+void ingest_state::fail_everything(const std::string& reason) {
+  for (auto& [writer, batch] : in_flight)
+    for (auto& p : batch)
+      p.promise.deliver(ingest_reply{db::write_outcome::failed, reason});
+  in_flight.clear();
+  for (auto& p : queue)
+    p.promise.deliver(ingest_reply{db::write_outcome::failed, reason});
+  queue.clear();
+}
+
 namespace {
 
 void dispatch(ingest_ptr self);
 
-void on_batch_done(ingest_ptr self, writer_actor writer, std::vector<ingest_state::pending> batch,
-                   write_batch_reply reply) {
+void on_batch_done(ingest_ptr self, writer_actor writer, write_batch_reply reply) {
   auto& st = self->state;
+  auto i = st.in_flight.find(writer.address());
+  if (i == st.in_flight.end())
+    return;
+  auto batch = std::move(i->second);
+  st.in_flight.erase(i);
   committed_events committed;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto result = i < reply.results.size()
-                    ? reply.results[i]
+  for (size_t k = 0; k < batch.size(); ++k) {
+    auto result = k < reply.results.size()
+                    ? reply.results[k]
                     : db::write_result{db::write_outcome::failed, "writer returned no result"};
     if (result.outcome == db::write_outcome::stored)
-      committed.items.push_back(batch[i].item);
-    batch[i].promise.deliver(ingest_reply{result.outcome, std::move(result.reason)});
+      committed.items.push_back(batch[k].item);
+    batch[k].promise.deliver(ingest_reply{result.outcome, std::move(result.reason)});
   }
   if (st.env.stats && !committed.items.empty()) {
     ++st.env.stats->ingest_batches;
@@ -37,34 +51,20 @@ void dispatch(ingest_ptr self) {
     auto writer = std::move(st.idle_writers.back());
     st.idle_writers.pop_back();
     auto n = std::min(st.queue.size(), st.settings.max_batch);
-    std::vector<ingest_state::pending> batch;
-    batch.reserve(n);
+    auto& batch = st.in_flight[writer.address()];
     write_batch_request req;
     req.items.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
+    batch.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
       req.items.push_back(st.queue.front().item);
       batch.push_back(std::move(st.queue.front()));
       st.queue.pop_front();
     }
+    // No timeout: a batch ends in a reply or in the writer's death (exit
+    // handler below); a timeout could not tell us whether it committed.
     self->request(writer, caf::infinite, std::move(req))
-      .then(
-        [self, writer, batch](write_batch_reply& reply) mutable {
-          on_batch_done(self, writer, std::move(batch), std::move(reply));
-        },
-        [self, writer, batch](caf::error& err) mutable {
-          // The writer died mid-batch: the commit outcome is unknown, so
-          // every sender hears "failed" (never a false OK). Ingest then
-          // fails what is queued and exits, and the node supervisor restarts
-          // it with fresh writer sessions.
-          log::error("ingest", "writer session failed", {{"error", caf::to_string(err)}});
-          for (auto& p : batch)
-            p.promise.deliver(ingest_reply{db::write_outcome::failed, "writer session failed"});
-          for (auto& p : self->state.queue)
-            p.promise.deliver(ingest_reply{db::write_outcome::failed, "writer session failed"});
-          self->state.queue.clear();
-          (void) writer;
-          self->quit(err);
-        });
+      .then([self, writer](write_batch_reply& reply) { on_batch_done(self, writer, std::move(reply)); },
+            [](caf::error&) { /* the exit handler answers the batch */ });
   }
 }
 
@@ -82,6 +82,13 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
   // both): in-flight outcomes are unknown, so nothing may be half-alive.
   for (auto& w : st.idle_writers)
     self->link_to(w);
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    if (msg.reason != caf::exit_reason::user_shutdown)
+      log::error("ingest", "writer session died; failing in-flight events",
+                 {{"reason", caf::to_string(msg.reason)}});
+    self->state.fail_everything("writer session failed");
+    self->quit(msg.reason);
+  });
   return {
     [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
       auto& st = self->state;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "actors/env.hpp"
@@ -32,6 +33,12 @@ struct ingest_state {
   hub_actor hub;
   std::vector<writer_actor> idle_writers;
   std::deque<pending> queue;
+  // Batches a writer is running, by writer: answered on its reply, or failed
+  // if the writer dies (its commit outcome is then unknown).
+  std::map<caf::actor_addr, std::vector<pending>> in_flight;
+
+  // Answers every held request "failed" (never a false OK).
+  void fail_everything(const std::string& reason);
 
   static inline const char* name = "ingest";
 };
