@@ -8,6 +8,15 @@ namespace waggle {
 
 namespace {
 
+// Stored JSON is our own rendering, which starts with the id:
+// {"id":"<64 hex>",...}. Anything else is used whole as its own key.
+std::string_view id_of_raw(std::string_view raw) {
+  constexpr std::string_view head = "{\"id\":\"";
+  if (raw.size() >= head.size() + 64 && raw.substr(0, head.size()) == head)
+    return raw.substr(head.size(), 64);
+  return raw;
+}
+
 // Rejections are counted by their protocol prefix ("invalid", "restricted"...).
 std::string reason_label(const status& st) {
   return std::string{prefix_of(st.code)};
@@ -91,9 +100,16 @@ void connection_state::on_event(proto::event&& ev) {
   }
   ++events_in_flight;
   auto id = ptr->id;
+  // Metrics only (not part of any decision), so a real clock is fine here.
+  auto received = std::chrono::steady_clock::now();
   self->request(peers.ingest, settings.ingest_timeout,
                 ingest_request{settings.community_id, std::move(ptr)})
-    .then([this, id](ingest_reply& reply) { on_ingest_reply(id, reply); },
+    .then([this, id, received](ingest_reply& reply) {
+            if (env.stats)
+              env.stats->ack_latency.observe(std::chrono::duration<double>(
+                std::chrono::steady_clock::now() - received).count());
+            on_ingest_reply(id, reply);
+          },
           [this, id](caf::error& err) {
             // The outcome is unknown to us: never claim success.
             on_ingest_reply(id, {db::write_outcome::failed, "ingest unavailable"});
@@ -149,7 +165,7 @@ void connection_state::on_req(proto::req_msg&& req) {
   self
     ->request(peers.hub, settings.read_timeout,
               hub_subscribe{caf::actor_cast<caf::actor>(self), settings.community_id, sub_id,
-                            std::move(req.filters)})
+                            generation, std::move(req.filters)})
     .then(
       [this, sub_id, generation, filters = std::move(filters)](hub_ack) mutable {
         if (!is_current(sub_id, generation))
@@ -178,30 +194,31 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
     return;
   if (!reply.err.ok())
     return end_subscription(sub_id, reply.err.message());
-  for (auto& raw : reply.raws)
-    send(proto::render_event(sub_id, raw));
-  send(proto::render_eose(sub_id));
   auto& sub = subs[sub_id];
-  sub.live = true;
-  if (!sub.pending.empty()) {
-    // Stored JSON is our own canonical rendering, so equal events are equal strings.
-    std::unordered_set<std::string_view> seen(reply.raws.begin(), reply.raws.end());
-    for (auto& ev : sub.pending)
-      if (!seen.contains(ev->raw))
-        send(proto::render_event(sub_id, ev->raw));
-    sub.pending.clear();
-    sub.pending.shrink_to_fit();
+  for (auto& raw : reply.raws) {
+    sub.history_ids.emplace(id_of_raw(raw));
+    send(proto::render_event(sub_id, raw));
   }
+  send(proto::render_eose(sub_id));
+  sub.live = true;
+  for (auto& ev : sub.pending)
+    if (!sub.history_ids.contains(ev->id))
+      send(proto::render_event(sub_id, ev->raw));
+  sub.pending.clear();
+  sub.pending.shrink_to_fit();
 }
 
 void connection_state::on_live(const live_event& msg) {
-  for (auto& sub_id : msg.sub_ids) {
+  for (size_t k = 0; k < msg.sub_ids.size(); ++k) {
+    auto& sub_id = msg.sub_ids[k];
     auto i = subs.find(sub_id);
-    if (i == subs.end())
-      continue;  // closed while the event was on its way
+    if (i == subs.end() || k >= msg.generations.size()
+        || i->second.generation != msg.generations[k])
+      continue;  // closed or replaced while the event was on its way
     auto& sub = i->second;
     if (sub.live) {
-      send(proto::render_event(sub_id, msg.ev->raw));
+      if (!sub.history_ids.contains(msg.ev->id))
+        send(proto::render_event(sub_id, msg.ev->raw));
     } else if (sub.pending.size() < settings.max_pending_live) {
       sub.pending.push_back(msg.ev);
     } else {

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/admission.hpp"
@@ -43,6 +44,10 @@ struct subscription {
   uint64_t generation = 0;
   bool live = false;                // EOSE sent; live events go straight out
   std::vector<event_ptr> pending;   // live events that arrived before EOSE
+  // Ids sent with the history (at most its limit). An event the history
+  // query saw committed may still be on its way through ingest and the hub,
+  // so live events are checked against these for the subscription's life.
+  std::unordered_set<std::string> history_ids;
 };
 
 struct connection_state {

@@ -45,10 +45,11 @@ std::vector<std::string> subscription_index::keys_for(int64_t community_id,
 }
 
 void subscription_index::add(const caf::actor& conn, int64_t community_id,
-                             const std::string& sub_id, std::vector<proto::filter> filters) {
+                             const std::string& sub_id, uint64_t generation,
+                             std::vector<proto::filter> filters) {
   remove(conn.address(), sub_id);
   auto handle = next_handle_++;
-  entry e{conn, community_id, sub_id, std::move(filters), {}};
+  entry e{conn, community_id, sub_id, generation, std::move(filters), {}};
   for (auto& f : e.filters) {
     if (f.matches_nothing())
       continue;
@@ -113,8 +114,9 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
     auto addr = e.conn.address();
     auto [i, fresh] = slot.emplace(addr, out.size());
     if (fresh)
-      out.push_back({e.conn, {}});
+      out.push_back({e.conn, {}, {}});
     out[i->second].sub_ids.push_back(e.sub_id);
+    out[i->second].generations.push_back(e.generation);
   }
   return out;
 }
@@ -130,12 +132,13 @@ hub_actor::behavior_type fanout_hub_impl(hub_actor::stateful_pointer<fanout_hub_
       for (auto& item : batch.items)
         for (auto& m : self->state.index.find(item.community_id, *item.ev))
           self->send(caf::actor_cast<connection_actor>(m.conn),
-                     live_event{item.ev, std::move(m.sub_ids)});
+                     live_event{item.ev, std::move(m.sub_ids), std::move(m.generations)});
     },
     [self](hub_subscribe& req) -> hub_ack {
       // Monitoring twice is harmless; it lets the hub forget a dead connection.
       self->monitor(req.conn);
-      self->state.index.add(req.conn, req.community_id, req.sub_id, std::move(req.filters));
+      self->state.index.add(req.conn, req.community_id, req.sub_id, req.generation,
+                            std::move(req.filters));
       return {};
     },
     [self](hub_unsubscribe& req) { self->state.index.remove(req.conn.address(), req.sub_id); },

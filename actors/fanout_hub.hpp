@@ -26,10 +26,11 @@ class subscription_index {
   struct match {
     caf::actor conn;
     std::vector<std::string> sub_ids;
+    std::vector<uint64_t> generations;  // parallel to sub_ids
   };
 
   void add(const caf::actor& conn, int64_t community_id, const std::string& sub_id,
-           std::vector<proto::filter> filters);
+           uint64_t generation, std::vector<proto::filter> filters);
   void remove(const caf::actor_addr& conn, const std::string& sub_id);
   void remove_connection(const caf::actor_addr& conn);
   // Connections (in no particular order) with the subscriptions `ev` matches.
@@ -41,6 +42,7 @@ class subscription_index {
     caf::actor conn;
     int64_t community_id = 0;
     std::string sub_id;
+    uint64_t generation = 0;
     std::vector<proto::filter> filters;
     std::vector<std::string> keys;  // index keys this entry is filed under
   };

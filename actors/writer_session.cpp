@@ -23,8 +23,12 @@ writer_actor::behavior_type writer_session_impl(writer_actor::stateful_pointer<w
       auto started = std::chrono::steady_clock::now();
       try {
         reply.results = db::write_batch_bisecting(*conn, req.items);
+      } catch (const db::batch_unavailable& e) {
+        // Halves that committed before the connection broke keep their real
+        // outcome (so they are answered OK and fanned out); the rest failed.
+        self->state.session->reset();
+        reply.results = e.results();
       } catch (const pqxx::broken_connection&) {
-        // write_batch_bisecting already answered every item "failed".
         self->state.session->reset();
         reply.results.assign(req.items.size(),
                              db::write_result{db::write_outcome::failed, "database unavailable"});

@@ -629,11 +629,18 @@ namespace {
 std::string sqlstate_class_reason(const std::string& state) {
   if (state.rfind("22", 0) == 0)
     return "the database cannot store this event: data exception (SQLSTATE class 22)";
+  if (state.rfind("54", 0) == 0)
+    return "the database cannot store this event: a value is too large to index (SQLSTATE "
+           "class 54)";
   return "the database refused this event: integrity constraint violation (SQLSTATE class 23)";
 }
 
+// Errors that the same event would raise again, whatever else is in its
+// batch: data exceptions (22), integrity violations (23) and program limits
+// (54: e.g. a d tag too large for its btree index). Bisection isolates them
+// so one bad event never fails its neighbours.
 bool deterministic(const std::string& state) {
-  return state.rfind("22", 0) == 0 || state.rfind("23", 0) == 0;
+  return state.rfind("22", 0) == 0 || state.rfind("23", 0) == 0 || state.rfind("54", 0) == 0;
 }
 
 constexpr int max_retries = 3;

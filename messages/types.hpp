@@ -70,6 +70,7 @@ struct hub_subscribe {
   caf::actor conn;
   int64_t community_id = 0;
   std::string sub_id;
+  uint64_t generation = 0;  // the connection's REQ number for this sub id
   std::vector<proto::filter> filters;
 };
 
@@ -81,9 +82,13 @@ struct hub_unsubscribe {
 };
 
 // Hub -> connection actor: one event for one or more of its subscriptions.
+// Each sub id travels with the generation it was subscribed under, so an
+// event matched for a subscription that has since been replaced or closed
+// (and reopened under the same id) is recognised and dropped.
 struct live_event {
   event_ptr ev;
   std::vector<std::string> sub_ids;
+  std::vector<uint64_t> generations;  // parallel to sub_ids
 };
 
 // -- reads --------------------------------------------------------------------
@@ -153,7 +158,8 @@ typename Inspector::result_type inspect(Inspector& f, committed_events& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hub_subscribe& x) {
-  return f(caf::meta::type_name("hub_subscribe"), x.conn, x.community_id, x.sub_id, x.filters);
+  return f(caf::meta::type_name("hub_subscribe"), x.conn, x.community_id, x.sub_id, x.generation,
+           x.filters);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hub_ack&) {
@@ -165,7 +171,7 @@ typename Inspector::result_type inspect(Inspector& f, hub_unsubscribe& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, live_event& x) {
-  return f(caf::meta::type_name("live_event"), x.ev, x.sub_ids);
+  return f(caf::meta::type_name("live_event"), x.ev, x.sub_ids, x.generations);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_request& x) {

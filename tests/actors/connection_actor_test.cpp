@@ -429,3 +429,91 @@ TEST_F(connection_test, too_many_events_in_flight_are_rate_limited) {
 }
 
 }  // namespace
+
+namespace {
+
+// Red-team finding 1: the history query can see an event committed before the
+// hub has it; when the hub's copy arrives after EOSE it must not be sent again.
+TEST_F(connection_test, an_event_in_the_history_is_not_sent_again_when_it_arrives_live) {
+  auto conn = open_authed();
+  send(conn, R"(["REQ","s1",{"kinds":[1]}])");
+  auto late = std::make_shared<const proto::event>(make_event(bob_sk, 1, "committed, hub lags"));
+  history_next({late->raw});
+  EXPECT_EQ(sinks[0]->take(), (std::vector<std::string>{proto::render_event("s1", late->raw),
+                                                        proto::render_eose("s1")}));
+  caf::anon_send(hub, committed_events{{db::ingest_item{1, late}}});
+  run();
+  EXPECT_TRUE(sinks[0]->take().empty()) << "exactly once per subscription";
+}
+
+// Red-team finding 2: the hub matched an event for the OLD filter of s1 while
+// the client's REQ replacing s1 was already queued at the connection. The
+// stale match must not leak into the new subscription.
+TEST_F(connection_test, a_match_for_a_replaced_subscription_never_reaches_its_successor) {
+  auto conn = open_authed();
+  send(conn, R"(["REQ","s1",{"kinds":[1]}])");
+  history_next({});
+  sinks[0]->take();
+  auto kind1 = std::make_shared<const proto::event>(make_event(bob_sk, 1, "for the old filter"));
+  // Both are queued before anything runs: the connection handles the new REQ
+  // first; the hub then matches kind1 against the old s1 (its unsubscribe is
+  // still behind the event in the hub's mailbox).
+  caf::anon_send(conn, socket_frame{R"(["REQ","s1",{"kinds":[7]}])"});
+  caf::anon_send(hub, committed_events{{db::ingest_item{1, kind1}}});
+  run();
+  history_next({});
+  EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_eose("s1")});
+}
+
+}  // namespace
+
+namespace {
+
+// A hub that holds each subscription's ack until told to release it.
+struct held_acks {
+  std::deque<caf::typed_response_promise<hub_ack>> promises;
+};
+
+caf::behavior withholding_hub(caf::event_based_actor* self, std::shared_ptr<held_acks> held) {
+  return {
+    [self, held](hub_subscribe&) {
+      auto p = self->make_response_promise<hub_ack>();
+      held->promises.push_back(p);
+      return p;
+    },
+    [](hub_unsubscribe&) {},
+    [](committed_events&) {},
+    [held](caf::atom_value) {
+      auto p = held->promises.front();
+      held->promises.pop_front();
+      p.deliver(hub_ack{});
+    },
+  };
+}
+
+class ordering_test : public connection_test {};
+
+// The gap-freedom of REQ rests on this order: the history query is issued
+// only after the hub has indexed the subscription.
+TEST_F(ordering_test, history_is_queried_only_after_the_hub_acknowledges) {
+  auto held = std::make_shared<held_acks>();
+  auto slow_hub_raw = spawn(withholding_hub, held);
+  connection_settings settings;
+  settings.community_id = 1;
+  settings.host = "chat.example";
+  auto sink = std::make_shared<recording_sink>();
+  auto conn = spawn(connection_actor_impl, settings,
+                    connection_peers{ingest, caf::actor_cast<hub_actor>(slow_hub_raw), reader},
+                    test_env(now), sink);
+  run();
+  send(conn, auth_frame(alice_sk, "challenge-1"));
+  send(conn, R"(["REQ","s1",{"kinds":[1]}])");
+  ASSERT_EQ(held->promises.size(), 1u);
+  EXPECT_TRUE(reader_log->held_requests.empty()) << "no history before the hub's ack";
+  caf::anon_send(slow_hub_raw, caf::atom("ack"));
+  run();
+  EXPECT_EQ(reader_log->held_requests.size(), 1u);
+  held->promises.clear();
+}
+
+}  // namespace

@@ -113,7 +113,7 @@ TEST_F(ingest_test, events_queued_while_the_writer_is_busy_form_one_batch) {
   run();
   ASSERT_EQ(out->got.size(), 1u);
   ASSERT_EQ(writer_log->batches.size(), 1u);
-  EXPECT_EQ(writer_log->batches[0].req.items.size(), 10u) << "everything queued, in one batch";
+  ASSERT_EQ(writer_log->batches[0].req.items.size(), 10u) << "everything queued, in one batch";
   for (size_t i = 0; i < queued.size(); ++i)
     EXPECT_EQ(writer_log->batches[0].req.items[i].ev->id, queued[i]->id);
   caf::anon_send(writer_raw, caf::atom("commit"));
@@ -149,7 +149,7 @@ TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {
   auto listener = spawn([sink](caf::event_based_actor*) -> caf::behavior {
     return {[sink](live_event& ev) { sink->frames.push_back(ev.ev->id); }};
   });
-  caf::anon_send(hub, hub_subscribe{listener, 1, "s", {proto::filter{}}});
+  caf::anon_send(hub, hub_subscribe{listener, 1, "s", 0, {proto::filter{}}});
   run();
   auto ev = event_with("watched");
   publish(ev);

@@ -630,3 +630,35 @@ TEST_F(WriteTest, DeadlockIsRetried) {
 
 }  // namespace
 }  // namespace waggle::pgtest
+
+namespace waggle::pgtest {
+namespace {
+
+// Red-team finding: a d tag too large for the coordinate index raises
+// SQLSTATE 54000 (program limit exceeded). It must be isolated by bisection
+// like classes 22/23, or one member could fail every batch their events join.
+TEST(WriteLimits, AnOversizedDTagIsRejectedAloneNotItsWholeBatch) {
+  auto& s = shared_db::get();
+  ASSERT_TRUE(s.error.empty()) << s.error;
+  auto conn = s.db->connect();
+  auto c = db::add_community(*conn, "oversized-d.test", "");
+  ASSERT_TRUE(c.has_value());
+  std::string big;
+  uint32_t x = 12345;
+  for (int i = 0; i < 6000; ++i) {  // incompressible, so TOAST cannot shrink it under the limit
+    x = x * 1103515245u + 12345u;
+    big.push_back(static_cast<char>('!' + (x >> 16) % 90));
+  }
+  auto g1 = make_event(90, 1, 1000, {}, "good 1");
+  auto g2 = make_event(91, 1, 1000, {}, "good 2");
+  auto bad = make_event(92, 30000, 1000, {{"d", big}}, "huge d");
+  auto r = db::write_batch_bisecting(*conn, batch(c->id, {g1, g2, bad}));
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].outcome, db::write_outcome::stored);
+  EXPECT_EQ(r[1].outcome, db::write_outcome::stored);
+  EXPECT_EQ(r[2].outcome, db::write_outcome::rejected);
+  EXPECT_NE(r[2].reason.find("class 54"), std::string::npos) << r[2].reason;
+}
+
+}  // namespace
+}  // namespace waggle::pgtest
