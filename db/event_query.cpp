@@ -1,0 +1,319 @@
+#include "db/event_store.hpp"
+#include "db/sql_util.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <pqxx/except>
+#include <pqxx/prepared_statement>
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+// The read path for events: REQ history and NIP-45 counts. Every statement
+// carries the community predicate; each filter is one statement.
+
+namespace waggle::db {
+
+using namespace sql;
+
+// ---- reads ----------------------------------------------------------------------
+
+namespace {
+
+const std::vector<std::string>* list_of(const std::optional<std::vector<std::string>>& v) {
+  return v ? &*v : nullptr;
+}
+[[maybe_unused]] const std::vector<std::string>* list_of(const std::vector<std::string>& v) {
+  return v.empty() ? nullptr : &v;
+}
+
+class params {
+ public:
+  std::string add(std::string v) {
+    values_.push_back(std::move(v));
+    return "$" + std::to_string(values_.size());
+  }
+  const std::vector<std::string>& values() const { return values_; }
+
+ private:
+  std::vector<std::string> values_;
+};
+
+// A filter reduced to what history can match. `empty` = matches nothing.
+struct plan {
+  bool empty = false;
+  std::optional<std::vector<std::string>> ids, authors;  // 64-hex, distinct
+  std::optional<std::vector<int32_t>> kinds;
+  std::map<char, std::vector<std::string>> tags;  // indexable values, distinct
+  std::optional<int64_t> since, until;
+  uint32_t limit = 0;
+};
+
+std::optional<std::vector<std::string>> hex_list(const std::vector<std::string>* v, bool& empty) {
+  if (!v)
+    return std::nullopt;
+  std::set<std::string> s;
+  for (const auto& x : *v)
+    if (is_hex64(x))
+      s.insert(x);
+  if (s.empty())
+    empty = true;  // present, and nothing in it can match
+  return std::vector<std::string>(s.begin(), s.end());
+}
+
+plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_count) {
+  plan p;
+  if (f.matches_nothing()) {
+    p.empty = true;
+    return p;
+  }
+  p.ids = hex_list(list_of(f.ids), p.empty);
+  p.authors = hex_list(list_of(f.authors), p.empty);
+  if (f.kinds) {
+    std::set<int32_t> s(f.kinds->begin(), f.kinds->end());
+    if (s.empty())
+      p.empty = true;
+    p.kinds = std::vector<int32_t>(s.begin(), s.end());
+  }
+  for (const auto& [letter, values] : f.tags) {
+    std::set<std::string> s;
+    for (const auto& v : values)
+      if (v.size() <= max_indexed_tag_value && v.find('\0') == std::string::npos)
+        s.insert(v);
+    if (!is_letter(letter) || s.empty()) {
+      p.empty = true;  // only single-letter tags with short values are indexed
+      continue;
+    }
+    p.tags[letter] = std::vector<std::string>(s.begin(), s.end());
+  }
+  p.since = f.since;
+  p.until = f.until;
+  if (p.since && p.until && *p.since > *p.until)
+    p.empty = true;
+  if (!for_count) {
+    p.limit = std::min(f.effective_limit(lim), lim.max_limit);
+    if (p.limit == 0)
+      p.empty = true;
+  }
+  return p;
+}
+
+std::string text_array(const std::vector<std::string>& v) {
+  array_literal a;
+  for (const auto& x : v)
+    a.text(x);
+  return a.str();
+}
+std::string bytea_array(const std::vector<std::string>& hex) {
+  array_literal a;
+  for (const auto& x : hex)
+    a.bytea_hex(x);
+  return a.str();
+}
+std::string int_array(const std::vector<int32_t>& v) {
+  array_literal a;
+  for (auto x : v)
+    a.integer(x);
+  return a.str();
+}
+
+// The tag list that drives a tag query: fewest values, then letter order.
+char driving_tag(const plan& p) {
+  char best = 0;
+  size_t n = SIZE_MAX;
+  for (const auto& [letter, values] : p.tags)
+    if (values.size() < n) {
+      best = letter;
+      n = values.size();
+    }
+  return best;
+}
+
+// Conditions on events `e`: always the community and liveness, plus the
+// filter's fields except those the caller already applies on its driver
+// (skip_authors / skip_kinds / skip_time: checked on event_tags `t`). Tag
+// conditions other than the driving tag become EXISTS probes that are fully
+// qualified on event_tags_lookup.
+std::string event_conditions(const plan& p, params& ps, const std::string& community,
+                             char driver_tag, bool skip_authors, bool skip_kinds,
+                             bool skip_time) {
+  std::string w = "e.community_id = " + community + " AND e.deleted_at IS NULL";
+  if (p.ids)
+    w += " AND e.id = ANY(" + ps.add(bytea_array(*p.ids)) + "::bytea[])";
+  if (p.authors && !skip_authors)
+    w += " AND e.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+  if (p.kinds && !skip_kinds)
+    w += " AND e.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+  if (!skip_time) {
+    if (p.since)
+      w += " AND e.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      w += " AND e.created_at <= " + std::to_string(*p.until);
+  }
+  for (const auto& [letter, values] : p.tags) {
+    if (letter == driver_tag)
+      continue;
+    w += " AND EXISTS (SELECT 1 FROM event_tags x WHERE x.community_id = e.community_id AND x.name = " +
+         ps.add(std::string(1, letter)) + " AND x.value = ANY(" + ps.add(text_array(values)) +
+         "::text[]) AND x.created_at = e.created_at AND x.event_id = e.id)";
+  }
+  return w;
+}
+
+// One SELECT returning (raw, created_at, id hex) of the filter's newest
+// `limit` live events, newest first, ties by id.
+std::string history_sql(const plan& p, params& ps, const std::string& community) {
+  const std::string lim = std::to_string(p.limit);
+  if (p.ids) {
+    // At most max_values rows by primary key: no driver needed.
+    return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
+           event_conditions(p, ps, community, 0, false, false, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
+  }
+  if (!p.tags.empty()) {
+    // Drive from event_tags: per value, an index-ordered scan that stops after
+    // `limit` live matches; the per-value lists are merged and de-duplicated
+    // (an event can carry several of the values).
+    char letter = driving_tag(p);
+    std::string t = "t.community_id = " + community + " AND t.name = " +
+                    ps.add(std::string(1, letter)) + " AND t.value = v.value";
+    if (p.kinds)
+      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+    if (p.authors)
+      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+    if (p.since)
+      t += " AND t.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      t += " AND t.created_at <= " + std::to_string(*p.until);
+    return "SELECT DISTINCT ON (m.created_at, m.id) m.raw, m.created_at, encode(m.id, 'hex') "
+           "FROM unnest(" + ps.add(text_array(p.tags.at(letter))) + "::text[]) AS v(value) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM event_tags t "
+           "JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id WHERE " + t +
+           " AND " + event_conditions(p, ps, community, letter, true, true, true) +
+           " ORDER BY t.created_at DESC, t.event_id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  if (p.authors) {
+    // Per author, newest first on events_live_pubkey, then merged.
+    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
+           ps.add(bytea_array(*p.authors)) + "::bytea[]) AS a(pubkey) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.pubkey = a.pubkey AND " +
+           event_conditions(p, ps, community, 0, true, false, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  if (p.kinds) {
+    // Per kind, newest first on events_live_kind, then merged.
+    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
+           ps.add(int_array(*p.kinds)) + "::int[]) AS k(kind) "
+           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.kind = k.kind AND " +
+           event_conditions(p, ps, community, 0, false, true, false) +
+           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
+           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  }
+  return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
+         event_conditions(p, ps, community, 0, false, false, false) +
+         " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
+}
+
+// The ids of all live events matching the filter (for COUNT).
+std::string ids_sql(const plan& p, params& ps, const std::string& community) {
+  if (!p.ids && !p.tags.empty()) {
+    char letter = driving_tag(p);
+    std::string t = "t.community_id = " + community + " AND t.name = " +
+                    ps.add(std::string(1, letter)) + " AND t.value = ANY(" +
+                    ps.add(text_array(p.tags.at(letter))) + "::text[])";
+    if (p.kinds)
+      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+    if (p.authors)
+      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+    if (p.since)
+      t += " AND t.created_at >= " + std::to_string(*p.since);
+    if (p.until)
+      t += " AND t.created_at <= " + std::to_string(*p.until);
+    return "SELECT t.event_id AS id FROM event_tags t JOIN events e ON e.community_id = t.community_id "
+           "AND e.id = t.event_id WHERE " + t + " AND " +
+           event_conditions(p, ps, community, letter, true, true, true);
+  }
+  return "SELECT e.id AS id FROM events e WHERE " +
+         event_conditions(p, ps, community, 0, false, false, false);
+}
+
+std::string field_string(const pqxx::field& f) { return std::string(f.c_str(), f.size()); }
+
+}  // namespace
+
+std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<proto::filter>& filters,
+                                      const proto::filter_limits& lim) {
+  struct row {
+    int64_t created_at;
+    std::string id;
+    std::string raw;
+  };
+  std::vector<row> rows;
+  std::unordered_set<std::string> seen;
+  size_t cap = 0;
+  pqxx::read_transaction tx(conn);
+  for (const auto& f : filters) {
+    plan p = plan_of(f, lim, false);
+    if (p.empty)
+      continue;
+    cap += p.limit;
+    params ps;
+    std::string community = ps.add(std::to_string(community_id)) + "::bigint";
+    std::string sql = history_sql(p, ps, community);
+    auto r = tx.exec_params(sql, pqxx::prepare::make_dynamic_params(ps.values()));
+    for (const auto& rr : r) {
+      std::string id = rr[2].as<std::string>();
+      if (!seen.insert(id).second)
+        continue;
+      rows.push_back({rr[1].as<int64_t>(), std::move(id), field_string(rr[0])});
+    }
+  }
+  tx.commit();
+  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+    return a.created_at != b.created_at ? a.created_at > b.created_at : a.id < b.id;
+  });
+  if (rows.size() > cap)
+    rows.resize(cap);
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (auto& r : rows)
+    out.push_back(std::move(r.raw));
+  return out;
+}
+
+uint64_t count_events(pqxx::connection& conn, int64_t community_id,
+                      const std::vector<proto::filter>& filters) {
+  params ps;
+  std::string community = ps.add(std::to_string(community_id)) + "::bigint";
+  std::string unioned;
+  proto::filter_limits unlimited;
+  for (const auto& f : filters) {
+    plan p = plan_of(f, unlimited, true);
+    if (p.empty)
+      continue;
+    if (!unioned.empty())
+      unioned += " UNION ALL ";
+    unioned += "(" + ids_sql(p, ps, community) + ")";
+  }
+  if (unioned.empty())
+    return 0;
+  pqxx::read_transaction tx(conn);
+  auto r = tx.exec_params("SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched",
+                          pqxx::prepare::make_dynamic_params(ps.values()));
+  tx.commit();
+  return r[0][0].as<uint64_t>();
+}
+
+
+}  // namespace waggle::db
