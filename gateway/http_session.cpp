@@ -1,0 +1,428 @@
+#include "gateway/http_session.hpp"
+
+#include <cctype>
+#include <ctime>
+#include <sstream>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/websocket.hpp>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "db/community_store.hpp"
+#include "gateway/log.hpp"
+#include "gateway/nip98.hpp"
+#include "gateway/ws_session.hpp"
+
+namespace waggle::gateway {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+
+namespace {
+
+constexpr const char* text_plain = "text/plain; charset=utf-8";
+constexpr const char* app_json = "application/json";
+
+bool icontains(std::string_view hay, std::string_view needle) {
+  if (needle.size() > hay.size())
+    return false;
+  for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
+    size_t j = 0;
+    while (j < needle.size()
+           && std::tolower(static_cast<unsigned char>(hay[i + j]))
+                == std::tolower(static_cast<unsigned char>(needle[j])))
+      ++j;
+    if (j == needle.size())
+      return true;
+  }
+  return false;
+}
+
+void add_cors(http::response<http::string_body>& res) {
+  res.set(http::field::access_control_allow_origin, "*");
+  res.set(http::field::access_control_allow_headers, "Content-Type, Accept, Authorization");
+  res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+}
+
+std::string event_json(std::string_view id, bool accepted, std::string_view message) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  w.StartObject();
+  if (!id.empty()) {
+    w.Key("id");
+    w.String(id.data(), static_cast<rapidjson::SizeType>(id.size()));
+  }
+  w.Key("accepted");
+  w.Bool(accepted);
+  w.Key("message");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+// HTTP status of a POST /events answer. The body is always the JSON
+// {"id","accepted","message"}; the status mirrors the NIP-01 prefix:
+//   accepted (including "duplicate:")  -> 200
+//   "invalid:" / anything unrecognised -> 400
+//   "auth-required:"                   -> 401
+//   "restricted:" / "blocked:"         -> 403
+//   "rate-limited:"                    -> 429
+//   "error:"                           -> 503
+http::status status_of(const http_event_reply& r) {
+  if (r.accepted)
+    return http::status::ok;
+  auto starts = [&](std::string_view p) { return r.message.rfind(p, 0) == 0; };
+  if (starts("duplicate:"))
+    return http::status::ok;
+  if (starts("auth-required:"))
+    return http::status::unauthorized;
+  if (starts("restricted:") || starts("blocked:"))
+    return http::status::forbidden;
+  if (starts("rate-limited:"))
+    return http::status::too_many_requests;
+  if (starts("error:"))
+    return http::status::service_unavailable;
+  return http::status::bad_request;
+}
+
+}  // namespace
+
+http_session::http_session(net::ip::tcp::socket&& socket, std::shared_ptr<server_state> st,
+                           std::unique_ptr<tcp_slot> slot)
+  : stream_(std::move(socket)),
+    st_(std::move(st)),
+    slot_(std::move(slot)),
+    submit_timer_(stream_.get_executor()) {}
+
+void http_session::run() {
+  // The socket's executor is a strand: start there.
+  net::dispatch(stream_.get_executor(),
+                beast::bind_front_handler(&http_session::do_read, shared_from_this()));
+}
+
+void http_session::do_read() {
+  parser_.emplace();
+  parser_->header_limit(header_limit);
+  parser_->body_limit(st_->limits.max_frame_bytes);
+  req_ = {};
+  stream_.expires_after(request_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          beast::bind_front_handler(&http_session::on_header, shared_from_this()));
+}
+
+// Answers what can be answered about a failed read; true when the caller
+// should stop (the connection is being closed).
+bool http_session::handle_read_error(beast::error_code ec) {
+  if (!ec)
+    return false;
+  if (ec == http::error::end_of_stream || ec == net::error::eof) {
+    do_close();
+    return true;
+  }
+  if (ec == http::error::body_limit) {
+    send(make(http::status::payload_too_large, app_json,
+              event_json({}, false,
+                         "invalid: body larger than "
+                           + std::to_string(st_->limits.max_frame_bytes) + " bytes")),
+         true);
+    return true;
+  }
+  if (ec == http::error::header_limit) {
+    send(make(http::status::request_header_fields_too_large, text_plain,
+              "request header fields too large\n"),
+         true);
+    return true;
+  }
+  if (ec.category() == http::make_error_code(http::error::end_of_stream).category()) {
+    send(make(http::status::bad_request, text_plain, "bad request: " + ec.message() + "\n"), true);
+    return true;
+  }
+  // Timeouts, resets, aborts: nothing to answer.
+  log::debug("http read", ec.message());
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  stream_.close();
+  return true;
+}
+
+void http_session::on_header(beast::error_code ec, std::size_t) {
+  if (handle_read_error(ec))
+    return;
+  if (parser_->is_done())
+    return handle();
+  auto& h = parser_->get();
+  if (icontains(h[http::field::expect], "100-continue")) {
+    static const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(cont),
+                     beast::bind_front_handler(&http_session::on_continue_sent,
+                                               shared_from_this()));
+    return;
+  }
+  http::async_read(stream_, buffer_, *parser_,
+                   beast::bind_front_handler(&http_session::on_body, shared_from_this()));
+}
+
+void http_session::on_continue_sent(beast::error_code ec, std::size_t) {
+  if (ec)
+    return handle_read_error(ec), void();
+  http::async_read(stream_, buffer_, *parser_,
+                   beast::bind_front_handler(&http_session::on_body, shared_from_this()));
+}
+
+void http_session::on_body(beast::error_code ec, std::size_t) {
+  if (handle_read_error(ec))
+    return;
+  handle();
+}
+
+http_session::response http_session::make(http::status status, std::string content_type,
+                                          std::string body) {
+  response res{status, req_.version() ? req_.version() : 11};
+  res.set(http::field::server, "waggle");
+  if (!content_type.empty())
+    res.set(http::field::content_type, content_type);
+  res.set("X-Content-Type-Options", "nosniff");
+  res.body() = std::move(body);
+  return res;
+}
+
+void http_session::handle() {
+  req_ = parser_->release();
+  parser_.reset();
+  stream_.expires_never();  // re-armed for the write and the next read
+
+  auto target = std::string(req_.target());
+  auto path = std::string_view(target).substr(0, target.find('?'));
+  const auto method = req_.method();
+  const bool upgrade = websocket::is_upgrade(req_);
+
+  auto method_not_allowed = [&](const char* allow) {
+    auto res = make(http::status::method_not_allowed, text_plain,
+                    "method " + std::string(req_.method_string()) + " not allowed on "
+                      + std::string(path) + "\n");
+    res.set(http::field::allow, allow);
+    return res;
+  };
+
+  // -- node-level endpoints: answer for any Host ------------------------------
+  if (path == "/healthz") {
+    if (method != http::verb::get)
+      return send(method_not_allowed("GET"));
+    return send(make(http::status::ok, text_plain, "ok\n"));
+  }
+  if (path == "/metrics") {
+    if (method != http::verb::get)
+      return send(method_not_allowed("GET"));
+    std::string body = st_->api.stats ? st_->api.stats->render() : std::string{};
+    return send(make(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", std::move(body)));
+  }
+  // /readyz is node-level too: load balancers and orchestrators probe it with
+  // whatever Host they use to reach the node (often an IP).
+  if (path == "/readyz") {
+    if (method != http::verb::get)
+      return send(method_not_allowed("GET"));
+    if (st_->draining())
+      return send(make(http::status::service_unavailable, text_plain, "draining\n"));
+    bool ready = false;
+    try {
+      ready = st_->api.ready && st_->api.ready();
+    } catch (const std::exception& e) {
+      log::warn("ready() threw", e.what());
+    }
+    if (!ready)
+      return send(make(http::status::service_unavailable, text_plain, "not ready\n"));
+    return send(make(http::status::ok, text_plain, "ready\n"));
+  }
+
+  // -- community endpoints: the Host picks the community ----------------------
+  std::string host_header(req_[http::field::host]);
+  if (host_header.empty())
+    return send(make(http::status::bad_request, text_plain, "missing Host header\n"), upgrade);
+  std::optional<db::community> community;
+  try {
+    community = st_->api.find_community(host_header);
+  } catch (const std::exception& e) {
+    log::warn("find_community threw", e.what());
+  }
+  if (!community)
+    return send(make(http::status::not_found, text_plain,
+                     "unknown community host: " + host_header + "\n"),
+                upgrade);
+  if (st_->draining())
+    return send(make(http::status::service_unavailable, text_plain,
+                     "the relay is shutting down, retry shortly\n"),
+                true);
+
+  if (path == "/") {
+    if (upgrade) {
+      if (st_->ws_count.fetch_add(1) >= st_->limits.max_connections) {
+        st_->ws_count.fetch_sub(1);
+        return send(make(http::status::service_unavailable, text_plain,
+                         "too many connections, retry later\n"),
+                    true);
+      }
+      // Bytes read past the request: a client that did not wait for our 101
+      // (RFC 6455 4.1 says it must). Beast accepts them only as raw bytes.
+      std::string raw;
+      if (buffer_.size() > 0) {
+        std::ostringstream header;
+        header << req_.base();
+        raw = header.str() + beast::buffers_to_string(buffer_.data());
+        if (raw.size() > ws_session::raw_accept_max) {
+          st_->ws_count.fetch_sub(1);
+          return send(make(http::status::bad_request, text_plain,
+                           "WebSocket data sent before the handshake completed\n"),
+                      true);
+        }
+      }
+      // The socket, its slot and the ws_count reservation move to the session.
+      auto ws = std::make_shared<ws_session>(std::move(stream_), st_, *community,
+                                             db::normalize_host(host_header), std::move(slot_));
+      if (raw.empty())
+        ws->run(std::move(req_));
+      else
+        ws->run(std::move(raw));
+      return;
+    }
+    if (method == http::verb::options) {
+      auto res = make(http::status::no_content, {}, {});
+      add_cors(res);
+      return send(std::move(res));
+    }
+    if (method != http::verb::get)
+      return send(method_not_allowed("GET, OPTIONS"));
+    if (icontains(req_[http::field::accept], "application/nostr+json")) {
+      std::string info;
+      try {
+        info = st_->api.relay_info(*community);
+      } catch (const std::exception& e) {
+        log::warn("relay_info threw", e.what());
+        return send(make(http::status::internal_server_error, text_plain, "internal error\n"));
+      }
+      auto res = make(http::status::ok, "application/nostr+json", std::move(info));
+      res.set(http::field::vary, "Accept");
+      add_cors(res);
+      return send(std::move(res));
+    }
+    // A browser (or curl) without the NIP-11 Accept header: a friendly hint.
+    auto res = make(http::status::ok, text_plain,
+                    "waggle Nostr relay for " + community->name
+                      + ": connect with a Nostr client over WebSocket.\n");
+    res.set(http::field::vary, "Accept");
+    return send(std::move(res));
+  }
+
+  if (path == "/events") {
+    if (method == http::verb::options) {
+      auto res = make(http::status::no_content, {}, {});
+      add_cors(res);
+      return send(std::move(res));
+    }
+    if (method != http::verb::post)
+      return send(method_not_allowed("POST, OPTIONS"));
+    return handle_post_events(*community, host_header);
+  }
+
+  return send(make(http::status::not_found, text_plain, "not found: " + std::string(path) + "\n"),
+              upgrade);
+}
+
+void http_session::handle_post_events(const db::community& c, const std::string& host) {
+  auto reject = [&](http::status st, std::string message) {
+    auto res = make(st, app_json, event_json({}, false, message));
+    add_cors(res);
+    if (st == http::status::unauthorized)
+      res.set(http::field::www_authenticate, "Nostr");
+    send(std::move(res));
+  };
+  const auto now = static_cast<int64_t>(std::time(nullptr));
+  auto auth = verify_nip98(req_[http::field::authorization], "POST", host, req_.target(),
+                           req_.body(), now);
+  if (!auth.ok)
+    return reject(http::status::unauthorized, auth.message);
+  if (req_.body().empty())
+    return reject(http::status::bad_request, "invalid: empty body, expected an event");
+
+  awaiting_reply_ = true;
+  submit_timer_.expires_after(submit_timeout);
+  // The pending wait keeps the session alive (inside the io_context) until the
+  // reply or the timeout; `done` only holds it weakly, through the gate.
+  submit_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || !self->awaiting_reply_)
+      return;
+    self->on_event_reply({{}, false, "error: timed out waiting for the relay"});
+  });
+  // A reply that arrives after the timeout must not answer a later request
+  // on the same keep-alive connection: replies carry their request's number.
+  const uint64_t seq = ++submit_seq_;
+  std::weak_ptr<http_session> weak = weak_from_this();
+  auto gate = st_->gate;
+  auto done = [weak, gate, seq](http_event_reply reply) {
+    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
+      if (s.awaiting_reply_ && s.submit_seq_ == seq)
+        s.on_event_reply(std::move(r));
+    });
+  };
+  try {
+    st_->api.submit_event(c, req_.body(), auth.pubkey, std::move(done));
+  } catch (const std::exception& e) {
+    log::warn("submit_event threw", e.what());
+    on_event_reply({{}, false, "error: internal error"});
+  }
+}
+
+void http_session::on_event_reply(http_event_reply reply) {
+  awaiting_reply_ = false;
+  submit_timer_.cancel();
+  auto res = make(status_of(reply), app_json, event_json(reply.id, reply.accepted, reply.message));
+  add_cors(res);
+  send(std::move(res));
+}
+
+void http_session::send(response res, bool close) {
+  res.keep_alive(!close && req_.keep_alive());
+  res.prepare_payload();
+  res_ = std::make_shared<response>(std::move(res));
+  stream_.expires_after(request_timeout);
+  http::async_write(stream_, *res_,
+                    beast::bind_front_handler(&http_session::on_write, shared_from_this(),
+                                              !res_->keep_alive()));
+}
+
+void http_session::on_write(bool close, beast::error_code ec, std::size_t) {
+  res_.reset();
+  if (ec) {
+    log::debug("http write", ec.message());
+    return stream_.close();
+  }
+  if (close)
+    return do_close();
+  do_read();
+}
+
+void http_session::do_close() {
+  // Lingering close: stop sending, then read and discard what the client is
+  // still sending (for a short while) so that closing does not reset the
+  // connection before it has read our answer (e.g. a 413 with a body unread).
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+  drain_.resize(4096);
+  stream_.expires_after(linger_timeout);
+  do_drain();
+}
+
+void http_session::do_drain() {
+  stream_.async_read_some(
+    net::buffer(drain_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > linger_max_bytes)
+        return self->stream_.close();
+      self->do_drain();
+    });
+}
+
+}  // namespace waggle::gateway

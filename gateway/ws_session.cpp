@@ -1,0 +1,260 @@
+#include "gateway/ws_session.hpp"
+
+#include <caf/send.hpp>
+
+#include "db/community_store.hpp"
+#include "gateway/log.hpp"
+#include "messages/types.hpp"
+
+namespace waggle::gateway {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+
+namespace {
+
+// The connection actor's handle on its socket: holds the session weakly, so
+// a lingering actor never keeps a dead socket alive; callable from any thread.
+class session_sink final : public socket_sink {
+ public:
+  session_sink(std::weak_ptr<ws_session> s, std::shared_ptr<post_gate> gate)
+    : s_(std::move(s)), gate_(std::move(gate)) {}
+  void send_text(std::string frame) override {
+    gate_->post_to(s_, [f = std::move(frame)](ws_session& s) mutable { s.enqueue(std::move(f)); });
+  }
+  void close(uint16_t code, std::string reason) override {
+    gate_->post_to(s_, [code, r = std::move(reason)](ws_session& s) mutable {
+      s.begin_close(code, std::move(r));
+    });
+  }
+
+ private:
+  std::weak_ptr<ws_session> s_;
+  std::shared_ptr<post_gate> gate_;
+};
+
+const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consumer, closing"])";
+
+}  // namespace
+
+ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
+                       db::community community, std::string host, std::unique_ptr<tcp_slot> slot)
+  : ws_(std::move(stream)),
+    st_(std::move(st)),
+    community_(std::move(community)),
+    host_(std::move(host)),
+    slot_(std::move(slot)),
+    close_timer_(ws_.get_executor()) {}
+
+ws_session::~ws_session() {
+  // Normally finish() already ran; if the io_context was stopped with the
+  // session still open, this is where the actor learns about it.
+  finish(true);
+  st_->ws_count.fetch_sub(1);
+}
+
+void ws_session::run(http::request<http::string_body> req) {
+  configure();
+  ws_.async_accept(req, beast::bind_front_handler(&ws_session::on_accept, shared_from_this()));
+}
+
+void ws_session::run(std::string raw) {
+  configure();
+  // Beast copies the bytes into its read buffer before returning.
+  ws_.async_accept(net::buffer(raw),
+                   beast::bind_front_handler(&ws_session::on_accept, shared_from_this()));
+}
+
+void ws_session::configure() {
+  // The websocket stream has its own timeouts; the tcp_stream's must be off.
+  beast::get_lowest_layer(ws_).expires_never();
+  websocket::stream_base::timeout opt{};
+  opt.handshake_timeout = std::chrono::seconds(30);
+  opt.idle_timeout = 2 * st_->limits.ping_interval;  // a ping goes out every ping_interval
+  opt.keep_alive_pings = true;
+  ws_.set_option(opt);
+  ws_.set_option(websocket::stream_base::decorator(
+    [](websocket::response_type& res) { res.set(http::field::server, "waggle"); }));
+  ws_.read_message_max(st_->limits.max_frame_bytes);
+  ws_.auto_fragment(false);
+  ws_.text(true);
+}
+
+void ws_session::on_accept(beast::error_code ec) {
+  if (ec)
+    return fail(ec, "accept");
+  accepted_ = true;
+  if (st_->api.stats)
+    st_->api.stats->connections.fetch_add(1);
+  {
+    std::lock_guard lock{st_->registry_mtx};
+    st_->registry.emplace(this, weak_from_this());
+  }
+  try {
+    actor_ = st_->api.open_connection(community_, host_,
+                                      std::make_shared<session_sink>(weak_from_this(), st_->gate));
+  } catch (const std::exception& e) {
+    log::warn("open_connection threw", e.what());
+  }
+  if (!actor_) {
+    begin_close(static_cast<uint16_t>(websocket::close_code::internal_error), "internal error");
+  } else if (st_->shutting_down.load()) {
+    begin_close(static_cast<uint16_t>(websocket::close_code::going_away), "going away");
+  }
+  do_read();
+}
+
+void ws_session::do_read() {
+  ws_.async_read(buffer_, beast::bind_front_handler(&ws_session::on_read, shared_from_this()));
+}
+
+void ws_session::on_read(beast::error_code ec, std::size_t) {
+  if (ec) {
+    // message_too_big: Beast has already sent close 1009 and torn down.
+    fail(ec, "read");
+    return finish();
+  }
+  // Nostr clients send text; binary frames are forwarded as text too and the
+  // connection actor rejects whatever is not valid JSON.
+  if (!closing_ && actor_)
+    caf::anon_send(actor_, socket_frame{beast::buffers_to_string(buffer_.data())});
+  buffer_.consume(buffer_.size());
+  do_read();
+}
+
+void ws_session::enqueue(std::string frame) {
+  if (closing_ || finished_)
+    return;
+  queued_bytes_ += frame.size();
+  queue_.push_back(std::move(frame));
+  if (queue_.size() > st_->limits.max_outbound_frames
+      || queued_bytes_ > st_->limits.max_outbound_bytes)
+    return drop_slow_consumer();
+  if (!writing_)
+    do_write();
+}
+
+void ws_session::drop_slow_consumer() {
+  log::debug("dropping slow consumer", host_);
+  // Keep the frame being written (its buffer is in use), drop everything else.
+  std::size_t keep = writing_ ? 1 : 0;
+  while (queue_.size() > keep) {
+    queued_bytes_ -= queue_.back().size();
+    queue_.pop_back();
+  }
+  queued_bytes_ += slow_consumer_notice.size();
+  queue_.push_back(slow_consumer_notice);
+  begin_close(static_cast<uint16_t>(websocket::close_code::policy_error), "slow consumer");
+  if (!writing_)
+    do_write();
+}
+
+void ws_session::begin_close(uint16_t code, std::string reason) {
+  if (closing_ || finished_)
+    return;
+  closing_ = true;
+  // WebSocket close reasons are limited to 123 bytes.
+  if (reason.size() > 123)
+    reason.resize(123);
+  close_reason_ = websocket::close_reason(static_cast<websocket::close_code>(code), reason);
+  // Bound the flush and the close handshake: a client that does not read
+  // would otherwise keep the write (and the socket) pending forever.
+  close_timer_.expires_after(close_grace);
+  close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec && !self->finished_) {
+      log::debug("close grace expired, closing TCP", self->host_);
+      self->abort_socket();
+    }
+  });
+  if (!writing_ && queue_.empty())
+    do_close();
+}
+
+void ws_session::do_write() {
+  writing_ = true;
+  ws_.async_write(net::buffer(queue_.front()),
+                  beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+}
+
+void ws_session::on_write(beast::error_code ec, std::size_t) {
+  writing_ = false;
+  if (finished_) {
+    queue_.clear();
+    return;
+  }
+  if (ec) {
+    fail(ec, "write");
+    // The pending read completes with an error and calls finish().
+    return abort_socket();
+  }
+  queued_bytes_ -= queue_.front().size();
+  queue_.pop_front();
+  if (!queue_.empty())
+    return do_write();
+  if (closing_ && !close_sent_)
+    do_close();
+}
+
+void ws_session::do_close() {
+  if (close_sent_ || finished_)
+    return;
+  close_sent_ = true;
+  ws_.async_close(close_reason_,
+                  beast::bind_front_handler(&ws_session::on_close, shared_from_this()));
+}
+
+void ws_session::on_close(beast::error_code ec) {
+  if (ec)
+    fail(ec, "close");
+  // The read loop ends with websocket::error::closed (or an abort) and finishes.
+  abort_socket();
+}
+
+void ws_session::abort_socket() {
+  beast::error_code ignored;
+  beast::get_lowest_layer(ws_).socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  beast::get_lowest_layer(ws_).close();
+}
+
+void ws_session::fail(beast::error_code ec, const char* what) {
+  // Normal ends of a socket, timeouts and client protocol errors (the
+  // websocket category) are not worth more than a debug line.
+  if (ec == websocket::error::closed || ec == net::error::operation_aborted
+      || ec == net::error::eof || ec == net::error::connection_reset
+      || ec == net::error::bad_descriptor || ec == net::error::broken_pipe
+      || ec == net::error::not_connected || ec == beast::error::timeout
+      || ec.category() == websocket::make_error_code(websocket::error::closed).category()
+      || ec.category() == http::make_error_code(http::error::end_of_stream).category()) {
+    log::debug(what, ec.message());
+    return;
+  }
+  log::warn(what, ec.message());
+}
+
+void ws_session::finish(bool in_destructor) {
+  if (finished_)
+    return;
+  finished_ = true;
+  closing_ = true;
+  if (!in_destructor)
+    close_timer_.cancel();
+  // A write still in flight owns queue_.front()'s buffer until it completes.
+  while (queue_.size() > (writing_ ? 1u : 0u))
+    queue_.pop_back();
+  queued_bytes_ = 0;
+  if (!accepted_)
+    return;
+  if (actor_)
+    caf::anon_send(actor_, socket_closed{});
+  if (st_->api.stats)
+    st_->api.stats->connections.fetch_sub(1);
+  {
+    std::lock_guard lock{st_->registry_mtx};
+    st_->registry.erase(this);
+  }
+  st_->registry_cv.notify_all();
+}
+
+}  // namespace waggle::gateway

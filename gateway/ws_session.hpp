@@ -1,0 +1,84 @@
+#pragma once
+
+// One WebSocket: reads frames and forwards them to the connection actor;
+// writes what the actor sends through its socket_sink, one write in flight,
+// with a bounded outbound queue (a slow consumer is dropped with a NOTICE and
+// close 1008). All state is touched only on the socket's strand.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <caf/actor.hpp>
+
+#include "gateway/server_state.hpp"
+
+namespace waggle::gateway {
+
+class ws_session : public std::enable_shared_from_this<ws_session> {
+ public:
+  // The caller has already reserved a slot in st->ws_count; the session
+  // releases it when destroyed.
+  ws_session(boost::beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
+             db::community community, std::string host, std::unique_ptr<tcp_slot> slot);
+  ~ws_session();
+
+  // Accepts the upgrade request (already read by the http_session).
+  void run(boost::beast::http::request<boost::beast::http::string_body> req);
+  // Same, for a client that sent frames right behind its upgrade request:
+  // `raw` is the request's header followed by those bytes (at most
+  // raw_accept_max bytes: Beast's read buffer must hold all of it).
+  void run(std::string raw);
+  // (Beast 1.81's read buffer is a static_buffer of its private tcp_frame_size, 1536.)
+  static constexpr std::size_t raw_accept_max = 1536;
+
+  // Strand only (the socket_sink posts them through the server's gate).
+  void enqueue(std::string frame);
+  void begin_close(uint16_t code, std::string reason);
+  boost::beast::tcp_stream::executor_type executor() { return ws_.get_executor(); }
+
+  // Seconds granted to flush queued frames and complete a close handshake
+  // before the TCP connection is simply closed.
+  static constexpr std::chrono::seconds close_grace{5};
+
+ private:
+  void configure();
+  void on_accept(boost::beast::error_code ec);
+  void do_read();
+  void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void drop_slow_consumer();
+  void do_write();
+  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void do_close();
+  void on_close(boost::beast::error_code ec);
+  void fail(boost::beast::error_code ec, const char* what);
+  void abort_socket();
+  void finish(bool in_destructor = false);
+
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::flat_buffer buffer_;
+  std::shared_ptr<server_state> st_;
+  db::community community_;
+  std::string host_;
+  std::unique_ptr<tcp_slot> slot_;
+  boost::asio::steady_timer close_timer_;
+  caf::actor actor_;
+
+  std::deque<std::string> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool accepted_ = false;
+  bool closing_ = false;     // no more frames accepted from the actor or forwarded to it
+  bool close_sent_ = false;  // async_close issued
+  bool finished_ = false;    // socket_closed sent, counters released
+  boost::beast::websocket::close_reason close_reason_;
+};
+
+}  // namespace waggle::gateway

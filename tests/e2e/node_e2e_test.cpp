@@ -1,0 +1,311 @@
+// End to end through real sockets: a whole node (actors, gateway, PostgreSQL)
+// on an ephemeral port, driven by a WebSocket client as a Nostr client would.
+// Needs WAGGLE_TEST_DATABASE_URL (fails, never skips, without it).
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+#include <rapidjson/document.h>
+
+#include "actors/node.hpp"
+#include "gateway/server.hpp"
+#include "gateway/ws_client.hpp"
+#include "messages/proto/client_message.hpp"
+#include "tests/pg/pg_fixture.hpp"
+
+using namespace waggle;
+using namespace std::chrono_literals;
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+proto::event signed_event(const std::string& sk, int32_t kind, std::string content,
+                          std::vector<proto::tag> tags = {}) {
+  proto::event ev;
+  ev.kind = kind;
+  ev.created_at = unix_now();
+  ev.content = std::move(content);
+  ev.tags = std::move(tags);
+  proto::sign(ev, sk);
+  return ev;
+}
+
+rapidjson::Document parse(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  return d;
+}
+
+std::string base64(const std::string& in) {
+  static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6)
+      out += tbl[(v >> s) & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += tbl[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+// One node on an ephemeral port over a scratch database with two communities.
+class node_e2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
+    db_ = new pgtest::scratch_database("e2e");
+    {
+      auto conn = db_->connect();
+      ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
+      ASSERT_TRUE(db::add_community(*conn, "alpha.test", "Alpha").has_value());
+      ASSERT_TRUE(db::add_community(*conn, "beta.test", "Beta").has_value());
+    }
+    node_config cfg;
+    cfg.database_url = db_->url();
+    cfg.port = 0;
+    key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
+    cfg.relay_key_file = (key_dir_ / "relay.key").string();
+    node_ = new node(cfg, node_env::production());
+    gateway::server_limits limits;
+    server_ = new gateway::server(node_->api(), limits, "127.0.0.1", 0, 1);
+    port_ = server_->start();
+    // Wait for the directory's first refresh (readiness, not a timing claim).
+    for (int i = 0; i < 200 && !node_->ready(); ++i)
+      std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(node_->ready());
+  }
+
+  static void TearDownTestSuite() {
+    if (server_)
+      server_->shutdown(std::chrono::seconds(2));
+    delete server_;
+    delete node_;
+    delete db_;
+    std::filesystem::remove_all(key_dir_);
+  }
+
+  // Connects to `host`, authenticates `sk`, returns the client.
+  std::unique_ptr<gateway::ws_client> login(const std::string& host, const std::string& sk) {
+    auto c = std::make_unique<gateway::ws_client>();
+    EXPECT_TRUE(c->connect("127.0.0.1", port_, host)) << c->error();
+    auto challenge_frame = c->read_text(5s);
+    EXPECT_TRUE(challenge_frame.has_value());
+    auto d = parse(*challenge_frame);
+    EXPECT_STREQ(d[0].GetString(), "AUTH");
+    std::string challenge = d[1].GetString();
+    auto auth = signed_event(sk, 22242, "", {{"relay", "ws://" + host + "/"}, {"challenge", challenge}});
+    c->send_text("[\"AUTH\"," + auth.raw + "]");
+    auto ok = c->read_text(5s);
+    EXPECT_TRUE(ok && ok->find(",true,") != std::string::npos) << ok.value_or("(none)");
+    return c;
+  }
+
+  // Publishes and returns the OK frame.
+  std::string publish(gateway::ws_client& c, const proto::event& ev) {
+    c.send_text("[\"EVENT\"," + ev.raw + "]");
+    while (auto f = c.read_text(10s))
+      if (f->rfind("[\"OK\"", 0) == 0)
+        return *f;
+    return "(no OK)";
+  }
+
+  // Reads frames of a subscription until EOSE; returns the event ids.
+  std::vector<std::string> history(gateway::ws_client& c, const std::string& sub,
+                                   const std::string& filters) {
+    c.send_text("[\"REQ\",\"" + sub + "\"," + filters + "]");
+    std::vector<std::string> ids;
+    while (auto f = c.read_text(10s)) {
+      auto d = parse(*f);
+      std::string verb = d[0].GetString();
+      if (verb != "OK" && verb != "NOTICE" && d.Size() > 1 && d[1].IsString() && d[1].GetString() != sub)
+        continue;  // a frame of another live subscription
+      if (verb == "EOSE")
+        return ids;
+      if (verb == "EVENT")
+        ids.push_back(d[2]["id"].GetString());
+      if (verb == "CLOSED") {
+        ids.push_back("CLOSED:" + std::string(d[2].GetString()));
+        return ids;
+      }
+    }
+    ids.push_back("(timeout)");
+    return ids;
+  }
+
+  static inline pgtest::scratch_database* db_ = nullptr;
+  static inline node* node_ = nullptr;
+  static inline gateway::server* server_ = nullptr;
+  static inline uint16_t port_ = 0;
+  static inline std::filesystem::path key_dir_;
+  const std::string alice = pgtest::secret(11);
+  const std::string bob = pgtest::secret(12);
+};
+
+TEST_F(node_e2e, publish_then_read_back_history_and_receive_live_events) {
+  auto a = login("alpha.test", alice);
+  auto first = signed_event(alice, 1, "first post");
+  EXPECT_EQ(publish(*a, first), proto::render_ok(first.id, true, ""));
+  EXPECT_EQ(publish(*a, first), proto::render_ok(first.id, true, "duplicate: already have this event"));
+
+  auto b = login("alpha.test", bob);
+  auto ids = history(*b, "h", R"({"authors":[")" + proto::pubkey_of(alice) + R"("]})");
+  EXPECT_EQ(ids, std::vector<std::string>{first.id});
+
+  auto live = signed_event(alice, 1, "live post");
+  EXPECT_EQ(publish(*a, live), proto::render_ok(live.id, true, ""));
+  auto f = b->read_text(10s);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(*f, proto::render_event("h", live.raw));
+
+  b->send_text(R"(["COUNT","c",{"authors":[")" + proto::pubkey_of(alice) + R"("]}])");
+  auto count = b->read_text(10s);
+  EXPECT_EQ(count.value_or(""), R"(["COUNT","c",{"count":2}])");
+}
+
+TEST_F(node_e2e, communities_never_see_each_other) {
+  auto a = login("alpha.test", alice);
+  auto secret_plan = signed_event(alice, 1, "alpha only");
+  EXPECT_EQ(publish(*a, secret_plan), proto::render_ok(secret_plan.id, true, ""));
+  auto b = login("BETA.test:443", bob);  // case and port do not matter
+  EXPECT_EQ(history(*b, "x", R"({"ids":[")" + secret_plan.id + R"("]})"),
+            std::vector<std::string>{});
+  // Live, too: a beta subscriber to everything sees nothing from alpha.
+  EXPECT_EQ(history(*b, "all", "{}"), std::vector<std::string>{});
+  auto more = signed_event(alice, 1, "alpha again");
+  EXPECT_EQ(publish(*a, more), proto::render_ok(more.id, true, ""));
+  EXPECT_FALSE(b->read_text(300ms).has_value());
+}
+
+TEST_F(node_e2e, unknown_hosts_get_404_for_http_and_upgrades) {
+  auto r = gateway::http_request("127.0.0.1", port_, "GET", "/",
+                                 {{"Host", "nobody.test"}, {"Accept", "application/nostr+json"}});
+  EXPECT_EQ(r.status, 404u);
+  EXPECT_NE(r.body.find("nobody.test"), std::string::npos);
+  gateway::ws_client c;
+  EXPECT_FALSE(c.connect("127.0.0.1", port_, "nobody.test"));
+  EXPECT_EQ(c.rejected_status(), 404u);
+}
+
+TEST_F(node_e2e, nip11_lists_real_limits_and_the_relay_key) {
+  auto r = gateway::http_request("127.0.0.1", port_, "GET", "/",
+                                 {{"Host", "alpha.test"}, {"Accept", "application/nostr+json"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto d = parse(r.body);
+  ASSERT_TRUE(d.IsObject()) << r.body;
+  EXPECT_EQ(std::string(d["pubkey"].GetString()), node_->relay_pubkey());
+  EXPECT_EQ(d["limitation"]["max_message_length"].GetInt(), 65536);
+  EXPECT_TRUE(d["limitation"]["auth_required"].GetBool());
+  EXPECT_EQ(r.header("Access-Control-Allow-Origin"), "*");
+}
+
+TEST_F(node_e2e, bad_input_gets_clear_errors_and_the_connection_keeps_serving) {
+  auto a = login("alpha.test", alice);
+  auto expect_reply = [&](const std::string& frame, const std::string& needle) {
+    a->send_text(frame);
+    auto f = a->read_text(5s);
+    ASSERT_TRUE(f.has_value()) << frame.substr(0, 200);
+    EXPECT_NE(f->find(needle), std::string::npos) << frame.substr(0, 200) << " -> " << f->substr(0, 200);
+  };
+  expect_reply("not json", "invalid:");
+  expect_reply("[]", "invalid:");
+  expect_reply(R"(["EVENT"])", "invalid:");
+  expect_reply(R"(["REQ","s"])", "invalid:");
+  auto ev = signed_event(alice, 1, "x'); DROP TABLE events; --");
+  auto wrong_id = ev.raw;
+  wrong_id.replace(wrong_id.find(ev.id), 64, std::string(64, 'a'));
+  expect_reply("[\"EVENT\"," + wrong_id + "]", "invalid: event id does not match");
+  auto bad_sig = ev.raw;
+  auto pos = bad_sig.find("\"sig\":\"") + 7;
+  bad_sig[pos] = bad_sig[pos] == '0' ? '1' : '0';
+  expect_reply("[\"EVENT\"," + bad_sig + "]", "invalid: bad signature");
+  proto::event old_event = signed_event(alice, 1, "old");
+  old_event.created_at -= 3600;
+  proto::sign(old_event, alice);
+  expect_reply("[\"EVENT\"," + old_event.raw + "]", "invalid: created_at");
+  expect_reply(R"(["REQ",")" + std::string(100, 's') + R"(",{}])", "invalid:");
+  // An absurd limit is clamped, not refused: the history ends with EOSE.
+  auto big = history(*a, "big", R"({"limit":100000000})");
+  ASSERT_FALSE(big.empty());
+  EXPECT_NE(big.back(), "(timeout)");
+  EXPECT_LE(big.size(), 500u);
+  // More values than a filter may hold (600 > 500; still under the frame limit).
+  std::string many = R"(["REQ","many",{"authors":[)";
+  for (int i = 0; i < 600; ++i)
+    many += std::string(i ? "," : "") + "\"" + std::string(64, 'a') + "\"";
+  many += "]}]";
+  expect_reply(many, "invalid:");
+  // SQL-looking content is stored as data.
+  EXPECT_EQ(publish(*a, ev), proto::render_ok(ev.id, true, ""));
+  EXPECT_EQ(history(*a, "sql", R"({"ids":[")" + ev.id + R"("]})"), std::vector<std::string>{ev.id});
+}
+
+TEST_F(node_e2e, oversized_frames_close_with_1009_and_store_nothing) {
+  auto a = login("alpha.test", alice);
+  auto big = signed_event(alice, 1, std::string(70 * 1024, 'x'));
+  a->send_text("[\"EVENT\"," + big.raw + "]");
+  while (a->read_text(5s)) {
+  }
+  EXPECT_FALSE(a->is_open());
+  EXPECT_EQ(a->close_code(), 1009);
+  auto b = login("alpha.test", bob);
+  EXPECT_EQ(history(*b, "big", R"({"ids":[")" + big.id + R"("]})"), std::vector<std::string>{});
+}
+
+TEST_F(node_e2e, post_events_uses_nip98_and_the_same_ingest_path) {
+  auto ev = signed_event(bob, 1, "over http");
+  std::string url = "http://alpha.test/events";
+  unsigned char digest[32];
+  SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
+  auto auth = signed_event(bob, 27235, "",
+                           {{"u", url}, {"method", "POST"}, {"payload", proto::to_hex(digest, 32)}});
+  auto r = gateway::http_request("127.0.0.1", port_, "POST", "/events",
+                                 {{"Host", "alpha.test"},
+                                  {"Authorization", "Nostr " + base64(auth.raw)},
+                                  {"Content-Type", "application/json"}},
+                                 ev.raw);
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto d = parse(r.body);
+  EXPECT_TRUE(d["accepted"].GetBool()) << r.body;
+  EXPECT_EQ(std::string(d["id"].GetString()), ev.id);
+  auto a = login("alpha.test", alice);
+  EXPECT_EQ(history(*a, "http", R"({"ids":[")" + ev.id + R"("]})"), std::vector<std::string>{ev.id});
+  // Someone else's event under bob's authorization is refused.
+  auto alices = signed_event(alice, 1, "not bob");
+  auto r2 = gateway::http_request("127.0.0.1", port_, "POST", "/events",
+                                  {{"Host", "alpha.test"}, {"Authorization", "Nostr " + base64(signed_event(bob, 27235, "", {{"u", url}, {"method", "POST"}}).raw)}},
+                                  alices.raw);
+  EXPECT_NE(r2.body.find("restricted:"), std::string::npos) << r2.status << " " << r2.body;
+}
+
+TEST_F(node_e2e, health_readiness_and_metrics) {
+  EXPECT_EQ(gateway::http_request("127.0.0.1", port_, "GET", "/healthz").status, 200u);
+  EXPECT_EQ(gateway::http_request("127.0.0.1", port_, "GET", "/readyz").status, 200u);
+  auto m = gateway::http_request("127.0.0.1", port_, "GET", "/metrics");
+  EXPECT_EQ(m.status, 200u);
+  for (auto name : {"waggle_connections", "waggle_events_accepted_total",
+                    "waggle_events_rejected_total", "waggle_ingest_batch_size_bucket",
+                    "waggle_commit_seconds_bucket", "waggle_live_subscriptions"})
+    EXPECT_NE(m.body.find(name), std::string::npos) << name;
+}
+
+}  // namespace
