@@ -14,7 +14,7 @@
 
 #include "actors/db_session.hpp"
 #include "db/community_store.hpp"
-#include "messages/types.hpp"
+#include "messages/interfaces.hpp"
 
 namespace waggle {
 

@@ -1,14 +1,21 @@
 #pragma once
 
-// Minimal logging for the gateway (stderr). Debug lines appear only when the
-// environment variable WAGGLE_GATEWAY_DEBUG is set.
+// The gateway's log calls, on the node's structured logger (component
+// "gateway"; debug lines appear with --log-level debug).
 
+#include <string>
 #include <string_view>
+
+#include "actors/log.hpp"
 
 namespace waggle::gateway::log {
 
-bool debug_enabled();
-void debug(std::string_view what, std::string_view detail = {});
-void warn(std::string_view what, std::string_view detail = {});
+inline void debug(std::string_view what, std::string_view detail = {}) {
+  waggle::log::debug("gateway", what, {{"detail", std::string{detail}}});
+}
+
+inline void warn(std::string_view what, std::string_view detail = {}) {
+  waggle::log::warn("gateway", what, {{"detail", std::string{detail}}});
+}
 
 }  // namespace waggle::gateway::log

@@ -1,3 +1,5 @@
+#include <boost/beast/core/string.hpp>
+
 #include "gateway/nip98.hpp"
 
 #include <array>
@@ -28,15 +30,6 @@ int b64_value(unsigned char c) {
   return -1;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i]))
-        != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -147,7 +140,7 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
   if (authorization.empty())
     return fail("missing Authorization header (NIP-98)");
   auto space = authorization.find(' ');
-  if (space == std::string_view::npos || !iequals(authorization.substr(0, space), "Nostr"))
+  if (space == std::string_view::npos || !boost::beast::iequals(authorization.substr(0, space), "Nostr"))
     return fail("Authorization scheme must be Nostr (NIP-98)");
   auto token = trim(authorization.substr(space + 1));
   auto json = base64_decode(token);
@@ -168,7 +161,7 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
     return fail("Authorization event has no u tag");
   std::string_view scheme, u_host, u_path;
   if (!split_url(*u, scheme, u_host, u_path)
-      || !(iequals(scheme, "http") || iequals(scheme, "https")) || !iequals(u_host, host)
+      || !(boost::beast::iequals(scheme, "http") || boost::beast::iequals(scheme, "https")) || !boost::beast::iequals(u_host, host)
       || u_path != target)
     return fail("Authorization u tag does not match the request URL http://" + std::string(host)
                 + std::string(target));
@@ -176,11 +169,11 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
   auto m = proto::first_tag_value(ev, "method");
   if (!m)
     return fail("Authorization event has no method tag");
-  if (!iequals(*m, method))
+  if (!boost::beast::iequals(*m, method))
     return fail("Authorization method tag must be " + std::string(method));
 
   if (auto payload = proto::first_tag_value(ev, "payload")) {
-    if (!iequals(*payload, sha256_hex(body)))
+    if (!boost::beast::iequals(*payload, sha256_hex(body)))
       return fail("Authorization payload tag does not match the SHA-256 of the body");
   }
 

@@ -4,11 +4,13 @@
 // touches actor state: it calls these, and they hand work to actors with
 // messages. Every callback may be invoked from any thread.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <caf/actor.hpp>
 

@@ -1,3 +1,5 @@
+#include <boost/beast/core/string.hpp>
+
 #include "gateway/ws_client.hpp"
 
 #include <cctype>
@@ -19,15 +21,6 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i]))
-        != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 // Completion state of one operation; handlers hold it by shared_ptr so a
 // timed-out operation never writes into a dead stack frame.
@@ -58,7 +51,7 @@ bool run_until(net::io_context& ioc, const bool& done, std::chrono::milliseconds
 
 std::string http_response::header(std::string_view name) const {
   for (auto& [k, v] : headers)
-    if (iequals(k, name))
+    if (boost::beast::iequals(k, name))
       return v;
   return {};
 }

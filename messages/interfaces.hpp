@@ -3,8 +3,11 @@
 // Typed interfaces of the node's actors. A handler's signature here is the
 // whole contract between two actors; docs/architecture.md describes each.
 
-#include <caf/typed_actor.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "messages/types.hpp"
 

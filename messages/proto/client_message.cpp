@@ -1,4 +1,5 @@
 #include "messages/proto/client_message.hpp"
+#include "messages/proto/json_detail.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -8,14 +9,6 @@
 
 namespace waggle::proto {
 
-// Defined in event.cpp and filter.cpp.
-namespace detail {
-void append_json_string(std::string& out, std::string_view s);
-void append_int(std::string& out, int64_t v);
-bool valid_utf8(std::string_view s);
-result<event> parse_event_value(const rapidjson::Value& v);
-result<filter> parse_filter_value(const rapidjson::Value& v, const filter_limits& lim);
-}  // namespace detail
 
 namespace {
 

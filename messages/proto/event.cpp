@@ -1,4 +1,5 @@
 #include "messages/proto/event.hpp"
+#include "messages/proto/json_detail.hpp"
 
 #include <openssl/rand.h>
 #include <openssl/sha.h>
@@ -16,16 +17,6 @@
 
 namespace waggle::proto {
 
-// Internal helpers shared by the proto sources (declared again, with the same
-// signatures, in filter.cpp and client_message.cpp; kept out of the public
-// headers so RapidJSON does not leak into every translation unit).
-namespace detail {
-void append_json_string(std::string& out, std::string_view s);
-void append_int(std::string& out, int64_t v);
-bool valid_utf8(std::string_view s);
-std::string printable_excerpt(std::string_view s, size_t max_len);
-result<event> parse_event_value(const rapidjson::Value& v);
-}  // namespace detail
 
 namespace {
 

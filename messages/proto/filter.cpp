@@ -1,4 +1,5 @@
 #include "messages/proto/filter.hpp"
+#include "messages/proto/json_detail.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -8,14 +9,6 @@
 
 namespace waggle::proto {
 
-// Defined in event.cpp (see there).
-namespace detail {
-void append_json_string(std::string& out, std::string_view s);
-void append_int(std::string& out, int64_t v);
-bool valid_utf8(std::string_view s);
-std::string printable_excerpt(std::string_view s, size_t max_len);
-result<filter> parse_filter_value(const rapidjson::Value& v, const filter_limits& lim);
-}  // namespace detail
 
 namespace {
 

@@ -244,10 +244,13 @@ TEST_F(node_e2e, bad_input_gets_clear_errors_and_the_connection_keeps_serving) {
   expect_reply("[\"EVENT\"," + old_event.raw + "]", "invalid: created_at");
   expect_reply(R"(["REQ",")" + std::string(100, 's') + R"(",{}])", "invalid:");
   // An absurd limit is clamped, not refused: the history ends with EOSE.
+  auto seed = signed_event(alice, 1, "so the history is not empty");
+  EXPECT_EQ(publish(*a, seed), proto::render_ok(seed.id, true, ""));
   auto big = history(*a, "big", R"({"limit":100000000})");
   ASSERT_FALSE(big.empty());
   EXPECT_NE(big.back(), "(timeout)");
   EXPECT_LE(big.size(), 500u);
+  a->send_text(R"(["CLOSE","big"])");
   // More values than a filter may hold (600 > 500; still under the frame limit).
   std::string many = R"(["REQ","many",{"authors":[)";
   for (int i = 0; i < 600; ++i)
