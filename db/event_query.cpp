@@ -201,24 +201,21 @@ std::string history_sql(const plan& p, params& ps, const std::string& community)
            " ORDER BY t.created_at DESC, t.event_id LIMIT " + lim + ") AS m "
            "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
   }
-  if (p.authors) {
-    // Per author, newest first on events_live_pubkey, then merged.
-    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
-           ps.add(bytea_array(*p.authors)) + "::bytea[]) AS a(pubkey) "
-           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.pubkey = a.pubkey AND " +
-           event_conditions(p, ps, community, 0, true, false, false) +
-           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
-           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
-  }
-  if (p.kinds) {
-    // Per kind, newest first on events_live_kind, then merged.
-    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" +
-           ps.add(int_array(*p.kinds)) + "::int[]) AS k(kind) "
-           "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e.kind = k.kind AND " +
-           event_conditions(p, ps, community, 0, false, true, false) +
-           " ORDER BY e.created_at DESC, e.id LIMIT " + lim + ") AS m "
-           "ORDER BY m.created_at DESC, m.id LIMIT " + lim;
-  }
+  // Per value of the list, newest first on that column's index, then merged:
+  // each value reads at most `lim` rows, however many rows the others have.
+  auto per_value_merge = [&](const std::string& values, const char* column,
+                             const std::string& conditions) {
+    return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM unnest(" + values +
+           ") AS v(x) CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM events e WHERE e." +
+           column + " = v.x AND " + conditions + " ORDER BY e.created_at DESC, e.id LIMIT " + lim +
+           ") AS m ORDER BY m.created_at DESC, m.id LIMIT " + lim;
+  };
+  if (p.authors)  // events_live_pubkey
+    return per_value_merge(ps.add(bytea_array(*p.authors)) + "::bytea[]", "pubkey",
+                           event_conditions(p, ps, community, 0, true, false, false));
+  if (p.kinds)  // events_live_kind
+    return per_value_merge(ps.add(int_array(*p.kinds)) + "::int[]", "kind",
+                           event_conditions(p, ps, community, 0, false, true, false));
   return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
          event_conditions(p, ps, community, 0, false, false, false) +
          " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
