@@ -77,7 +77,13 @@ void ws_session::configure() {
   ws_.set_option(opt);
   ws_.set_option(websocket::stream_base::decorator(
     [](websocket::response_type& res) { res.set(http::field::server, "waggle"); }));
-  ws_.read_message_max(st_->limits.max_frame_bytes);
+  // Our frame limit is enforced in on_read, with a real close handshake
+  // (async_close reads until the peer's close). Beast's own limit, kept as a
+  // memory bound well above ours, tears down after draining a single 2 KiB
+  // read (Beast 1.81 teardown_tcp_op tests the wrong byte count), so a
+  // client still writing the rest of its frame gets a reset and can lose the
+  // 1009 close frame.
+  ws_.read_message_max(4 * st_->limits.max_frame_bytes);
   ws_.auto_fragment(false);
   ws_.text(true);
 }
@@ -115,6 +121,13 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
     // message_too_big: Beast has already sent close 1009 and torn down.
     fail(ec, "read");
     return finish();
+  }
+  if (buffer_.size() > st_->limits.max_frame_bytes) {
+    // Too big: never forwarded; close 1009 with a handshake, and keep reading
+    // (and discarding) until the peer's close arrives.
+    buffer_.consume(buffer_.size());
+    begin_close(static_cast<uint16_t>(websocket::close_code::too_big), "message too big");
+    return do_read();
   }
   // Nostr clients send text; binary frames are forwarded as text too and the
   // connection actor rejects whatever is not valid JSON.
