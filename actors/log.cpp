@@ -65,7 +65,7 @@ void write(level lvl, std::string_view component, std::string_view msg,
   auto millis = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char ts[40];
+  char ts[64];  // room for any year the compiler can imagine (-Wformat-truncation)
   std::snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(millis));
