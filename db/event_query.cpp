@@ -170,6 +170,22 @@ std::string event_conditions(const plan& p, params& ps, const std::string& commu
 
 // One SELECT returning (raw, created_at, id hex) of the filter's newest
 // `limit` live events, newest first, ties by id.
+// Conditions that event_tags rows can answer from their own columns (kind,
+// pubkey, created_at are denormalised there), so the tag index scan filters
+// before joining events.
+std::string tag_row_conditions(const plan& p, params& ps) {
+  std::string t;
+  if (p.kinds)
+    t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
+  if (p.authors)
+    t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
+  if (p.since)
+    t += " AND t.created_at >= " + std::to_string(*p.since);
+  if (p.until)
+    t += " AND t.created_at <= " + std::to_string(*p.until);
+  return t;
+}
+
 std::string history_sql(const plan& p, params& ps, const std::string& community) {
   const std::string lim = std::to_string(p.limit);
   if (p.ids) {
@@ -185,14 +201,7 @@ std::string history_sql(const plan& p, params& ps, const std::string& community)
     char letter = driving_tag(p);
     std::string t = "t.community_id = " + community + " AND t.name = " +
                     ps.add(std::string(1, letter)) + " AND t.value = v.value";
-    if (p.kinds)
-      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
-    if (p.authors)
-      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
-    if (p.since)
-      t += " AND t.created_at >= " + std::to_string(*p.since);
-    if (p.until)
-      t += " AND t.created_at <= " + std::to_string(*p.until);
+    t += tag_row_conditions(p, ps);
     return "SELECT DISTINCT ON (m.created_at, m.id) m.raw, m.created_at, encode(m.id, 'hex') "
            "FROM unnest(" + ps.add(text_array(p.tags.at(letter))) + "::text[]) AS v(value) "
            "CROSS JOIN LATERAL (SELECT e.raw, e.created_at, e.id FROM event_tags t "
@@ -228,14 +237,7 @@ std::string ids_sql(const plan& p, params& ps, const std::string& community) {
     std::string t = "t.community_id = " + community + " AND t.name = " +
                     ps.add(std::string(1, letter)) + " AND t.value = ANY(" +
                     ps.add(text_array(p.tags.at(letter))) + "::text[])";
-    if (p.kinds)
-      t += " AND t.kind = ANY(" + ps.add(int_array(*p.kinds)) + "::int[])";
-    if (p.authors)
-      t += " AND t.pubkey = ANY(" + ps.add(bytea_array(*p.authors)) + "::bytea[])";
-    if (p.since)
-      t += " AND t.created_at >= " + std::to_string(*p.since);
-    if (p.until)
-      t += " AND t.created_at <= " + std::to_string(*p.until);
+    t += tag_row_conditions(p, ps);
     return "SELECT t.event_id AS id FROM event_tags t JOIN events e ON e.community_id = t.community_id "
            "AND e.id = t.event_id WHERE " + t + " AND " +
            event_conditions(p, ps, community, letter, true, true, true);
