@@ -1,0 +1,426 @@
+#include "messages/proto/nip29.hpp"
+#include "messages/proto/json_detail.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace waggle::proto::nip29 {
+
+namespace {
+
+status invalid(std::string reason) { return status{ec::invalid, std::move(reason)}; }
+status restricted(std::string reason) { return status{ec::restricted, std::move(reason)}; }
+
+// Limits of the metadata a 9002/9007 may set (bytes, as stored).
+constexpr size_t max_name_len = 128;
+constexpr size_t max_about_len = 2048;
+constexpr size_t max_picture_len = 1024;
+constexpr int64_t max_ttl_seconds = 366 * 86400;
+
+// Reasons shared by several rules, so clients see the same words for the same refusal.
+constexpr std::string_view no_such_channel = "no such channel";
+constexpr std::string_view channel_deleted = "channel was deleted";
+constexpr std::string_view channel_archived = "channel is archived";
+
+// The channel must exist and not be deleted: shared by every rule that acts on one.
+status check_live(const channel_view& ch) {
+  if (!ch.exists)
+    return restricted(std::string(no_such_channel));
+  if (ch.deleted)
+    return restricted(std::string(channel_deleted));
+  return {};
+}
+
+std::optional<role> role_in(const roster& members, const std::string& pubkey) {
+  auto it = members.find(pubkey);
+  if (it == members.end())
+    return std::nullopt;
+  return it->second;
+}
+
+size_t owner_count(const roster& members) {
+  return static_cast<size_t>(std::count_if(members.begin(), members.end(), [](const auto& m) {
+    return m.second == role::owner;
+  }));
+}
+
+// "ttl" values: plain decimal digits only (no sign, no spaces, no exponent), so
+// "-5", "+5", "1e3" and "" are all refused as non-numeric.
+result<std::optional<int32_t>> parse_ttl(std::string_view s) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return invalid("ttl must be a non-negative number of seconds");
+  // Leading zeros are harmless; skip them so the length check below bounds the value.
+  while (s.size() > 1 && s.front() == '0')
+    s.remove_prefix(1);
+  if (s.size() > 10)
+    return invalid("ttl must be at most 366 days (31622400 seconds)");
+  int64_t v = 0;
+  for (char c : s)
+    v = v * 10 + (c - '0');
+  if (v > max_ttl_seconds)
+    return invalid("ttl must be at most 366 days (31622400 seconds)");
+  if (v == 0)
+    return std::optional<int32_t>{};  // permanent
+  return std::optional<int32_t>{static_cast<int32_t>(v)};
+}
+
+// A metadata text field: one tag only, with a value, within its byte limit.
+status parse_text_field(const tag& t, size_t max_len, std::optional<std::string>& out) {
+  const std::string& name = t[0];
+  if (out)
+    return invalid("duplicate " + name + " tag");
+  if (t.size() < 2)
+    return invalid(name + " tag without a value");
+  if (t[1].size() > max_len)
+    return invalid(name + " too long (max " + std::to_string(max_len) + " bytes)");
+  out = t[1];
+  return {};
+}
+
+// The metadata tags of 9002 / 9007. Tags not listed here are ignored (NIP-29
+// allows clients to add others, e.g. `previous`).
+status parse_metadata(const event& ev, group_command& cmd) {
+  bool seen_ttl = false;
+  for (const auto& t : ev.tags) {
+    if (t.empty())
+      continue;
+    const std::string& name = t[0];
+    if (name == "name") {
+      if (status s = parse_text_field(t, max_name_len, cmd.name); !s.ok())
+        return s;
+    } else if (name == "about") {
+      if (status s = parse_text_field(t, max_about_len, cmd.about); !s.ok())
+        return s;
+    } else if (name == "picture") {
+      if (status s = parse_text_field(t, max_picture_len, cmd.picture); !s.ok())
+        return s;
+    } else if (name == "private" || name == "public" || name == "closed" || name == "open") {
+      // waggle ties read access and join policy together (private channels are
+      // closed, open ones public), so "closed" means private and "open" public.
+      const bool priv = name == "private" || name == "closed";
+      if (cmd.is_private && *cmd.is_private != priv)
+        return invalid("conflicting visibility tags (private/closed and public/open)");
+      cmd.is_private = priv;
+    } else if (name == "ttl") {
+      if (seen_ttl)
+        return invalid("duplicate ttl tag");
+      seen_ttl = true;
+      if (t.size() < 2)
+        return invalid("ttl tag without a value");
+      auto ttl = parse_ttl(t[1]);
+      if (!ttl)
+        return ttl.error();
+      cmd.ttl_seconds = *ttl;
+    }
+  }
+  return {};
+}
+
+// The `p` tags of 9000 / 9001 (at least one). 9000 reads a role; 9001 ignores it.
+status parse_users(const event& ev, group_command& cmd) {
+  const bool with_role = ev.kind == kind_put_user;
+  std::set<std::string> seen;
+  for (const auto& t : ev.tags) {
+    if (t.empty() || t[0] != "p")
+      continue;
+    if (t.size() < 2 || !is_lower_hex(t[1], 64))
+      return invalid("p tag must hold a 64-character lowercase hex pubkey");
+    user_role u{t[1], role::member};
+    // NIP-29 allows several roles per user; waggle gives one, the first. An
+    // empty third element is treated as "no role" (the NIP-01 habit of an
+    // empty relay hint there), so it means member.
+    if (with_role && t.size() >= 3 && !t[2].empty()) {
+      auto r = parse_role(t[2]);
+      if (!r)
+        return invalid("unknown role: " + detail::printable_excerpt(t[2], 32) +
+                       " (owner, admin, member, guest or bot)");
+      u.r = *r;
+    }
+    if (!seen.insert(u.pubkey).second) {
+      // Two roles for one user in one command is ambiguous; removing twice is not.
+      if (with_role)
+        return invalid("a user appears in several p tags");
+      continue;
+    }
+    cmd.users.push_back(std::move(u));
+  }
+  if (cmd.users.empty())
+    return invalid("missing p tag (the user)");
+  return {};
+}
+
+status parse_event_ids(const event& ev, group_command& cmd) {
+  std::set<std::string> seen;
+  for (const auto& t : ev.tags) {
+    if (t.empty() || t[0] != "e")
+      continue;
+    if (t.size() < 2 || !is_lower_hex(t[1], 64))
+      return invalid("e tag must hold a 64-character lowercase hex event id");
+    if (seen.insert(t[1]).second)
+      cmd.event_ids.push_back(t[1]);
+  }
+  if (cmd.event_ids.empty())
+    return invalid("missing e tag (the event to delete)");
+  return {};
+}
+
+}  // namespace
+
+std::optional<role> parse_role(std::string_view name) {
+  if (name == "owner")
+    return role::owner;
+  if (name == "admin")
+    return role::admin;
+  if (name == "member")
+    return role::member;
+  if (name == "guest")
+    return role::guest;
+  if (name == "bot")
+    return role::bot;
+  return std::nullopt;
+}
+
+std::string_view name_of(role r) {
+  switch (r) {
+    case role::owner: return "owner";
+    case role::admin: return "admin";
+    case role::member: return "member";
+    case role::guest: return "guest";
+    case role::bot: return "bot";
+  }
+  return "member";
+}
+
+bool valid_group_id(std::string_view id) {
+  if (id.empty() || id.size() > 64)
+    return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+result<std::optional<std::string>> channel_of(const event& ev) {
+  // State events name their group with `d`; an `h` on them must not file them
+  // into a channel's timeline.
+  if (is_group_state(ev.kind))
+    return std::optional<std::string>{};
+  const tag* h = nullptr;
+  for (const auto& t : ev.tags) {
+    if (t.empty() || t[0] != "h")
+      continue;
+    if (h)
+      return invalid("an event belongs to at most one channel (several h tags)");
+    h = &t;
+  }
+  if (!h)
+    return std::optional<std::string>{};
+  if (h->size() < 2)
+    return invalid("h tag without a value");
+  if (!valid_group_id((*h)[1]))
+    return invalid("bad channel id in h tag (1-64 characters of a-z, 0-9, _ and -)");
+  return std::optional<std::string>{(*h)[1]};
+}
+
+result<group_command> parse_group_command(const event& ev) {
+  if (!is_group_command(ev.kind))
+    return invalid("not a group command kind: " + std::to_string(ev.kind));
+  group_command cmd;
+  cmd.kind = ev.kind;
+  auto ch = channel_of(ev);
+  if (!ch)
+    return ch.error();
+  if (!*ch)
+    return invalid("missing h tag (the group id)");
+  cmd.group = std::move(**ch);
+
+  status s;
+  switch (ev.kind) {
+    case kind_put_user:
+    case kind_remove_user: s = parse_users(ev, cmd); break;
+    case kind_delete_event: s = parse_event_ids(ev, cmd); break;
+    case kind_edit_metadata:
+    case kind_create_group: s = parse_metadata(ev, cmd); break;
+    default: break;  // 9008, 9021, 9022: the group is all they need
+  }
+  if (!s.ok())
+    return s;
+  return cmd;
+}
+
+status may_post(const channel_view& ch, std::optional<role> author_role) {
+  if (status s = check_live(ch); !s.ok())
+    return s;
+  if (ch.archived)
+    return restricted(std::string(channel_archived));
+  if (!author_role)
+    return restricted(ch.open ? "not a member of this channel; join it with kind 9021"
+                              : "not a member of this private channel");
+  return {};
+}
+
+status may_read(const channel_view& ch, size_t member_count) {
+  // Archived channels stay readable: archiving stops writes, not history.
+  if (status s = check_live(ch); !s.ok())
+    return s;
+  if (!ch.open && member_count == 0)
+    return restricted("not a member of this private channel");
+  return {};
+}
+
+result<std::vector<roster_change>> plan_membership(const group_command& cmd,
+                                                   const std::string& actor,
+                                                   const channel_view& ch, const roster& members) {
+  const int32_t k = cmd.kind;
+  if (k != kind_put_user && k != kind_remove_user && k != kind_join_request &&
+      k != kind_leave_request)
+    return invalid("not a membership command: " + std::to_string(k));
+  if (status s = check_live(ch); !s.ok())
+    return s;
+  // Leaving an archived channel is allowed so people can tidy their list.
+  if (ch.archived && k != kind_leave_request)
+    return restricted(std::string(channel_archived));
+
+  const std::optional<role> actor_role = role_in(members, actor);
+  // Changes are applied to a copy one by one, then the whole result is checked
+  // (the last-owner rule is about the roster the command leaves behind).
+  roster after = members;
+  std::vector<std::string> touched;  // command order, each once
+  auto touch = [&](const std::string& pk) {
+    if (std::find(touched.begin(), touched.end(), pk) == touched.end())
+      touched.push_back(pk);
+  };
+  std::string_view last_owner_reason;
+
+  switch (k) {
+    case kind_put_user: {
+      if (!actor_role || !moderates(*actor_role))
+        return restricted("only an owner or admin can add users or change roles");
+      for (const auto& u : cmd.users) {
+        const std::optional<role> current = role_in(after, u.pubkey);
+        if (current == u.r)
+          continue;
+        if (*actor_role != role::owner) {
+          if (moderates(u.r))
+            return restricted("only an owner can grant the owner or admin role");
+          if (current && moderates(*current))
+            return restricted("only an owner can change an owner's or admin's role");
+        }
+        after[u.pubkey] = u.r;
+        touch(u.pubkey);
+      }
+      last_owner_reason = "the last owner cannot be demoted";
+      break;
+    }
+    case kind_remove_user: {
+      if (!actor_role || !moderates(*actor_role))
+        return restricted("only an owner or admin can remove users");
+      for (const auto& u : cmd.users) {
+        const std::optional<role> current = role_in(after, u.pubkey);
+        if (!current)
+          continue;
+        if (*actor_role != role::owner && moderates(*current))
+          return restricted("only an owner can remove an owner or admin");
+        after.erase(u.pubkey);
+        touch(u.pubkey);
+      }
+      last_owner_reason = "the last owner cannot be removed";
+      break;
+    }
+    case kind_join_request: {
+      // Checked before visibility: a member re-sending a join is harmless, even when private.
+      if (actor_role)
+        return std::vector<roster_change>{};
+      if (!ch.open)
+        return restricted("private channel: an admin must add you");
+      after[actor] = role::member;
+      touch(actor);
+      break;
+    }
+    case kind_leave_request: {
+      if (!actor_role)
+        return restricted("not a member of this channel");
+      after.erase(actor);
+      touch(actor);
+      last_owner_reason = "the last owner cannot leave";
+      break;
+    }
+  }
+
+  // A roster that already has no owner (not expected) must not block every
+  // other change; the rule is that a command may not take the last one away.
+  if (owner_count(members) > 0 && owner_count(after) == 0)
+    return restricted(std::string(last_owner_reason));
+
+  std::vector<roster_change> changes;
+  for (const auto& pk : touched) {
+    const std::optional<role> before_r = role_in(members, pk);
+    const std::optional<role> after_r = role_in(after, pk);
+    if (before_r != after_r)
+      changes.push_back(roster_change{pk, after_r});
+  }
+  return changes;
+}
+
+status authorize(const group_command& cmd, const std::string& actor, const channel_view& ch,
+                 const roster& members) {
+  const int32_t k = cmd.kind;
+  if (k != kind_edit_metadata && k != kind_delete_event && k != kind_delete_group)
+    return invalid("not a moderation command: " + std::to_string(k));
+  if (status s = check_live(ch); !s.ok())
+    return s;
+  const std::optional<role> r = role_in(members, actor);
+  if (k == kind_delete_group) {
+    if (r != role::owner)
+      return restricted("only an owner can delete the channel");
+    return {};
+  }
+  if (!r || !moderates(*r))
+    return restricted(k == kind_edit_metadata ? "only an owner or admin can edit the channel"
+                                              : "only an owner or admin can delete events");
+  return {};
+}
+
+status may_create(const channel_view& ch) {
+  if (ch.exists || ch.deleted)
+    return invalid("group already exists");
+  return {};
+}
+
+std::vector<tag> metadata_tags(const group_metadata& md) {
+  std::vector<tag> out;
+  out.reserve(8);
+  out.push_back({"d", md.id});
+  out.push_back({"name", md.name});
+  if (!md.about.empty())
+    out.push_back({"about", md.about});
+  if (!md.picture.empty())
+    out.push_back({"picture", md.picture});
+  out.push_back({md.open ? "public" : "private"});
+  out.push_back({md.open ? "open" : "closed"});
+  if (md.ttl_seconds && *md.ttl_seconds > 0)
+    out.push_back({"ttl", std::to_string(*md.ttl_seconds)});
+  if (md.archived)
+    out.push_back({"archived"});
+  return out;
+}
+
+std::vector<tag> admins_tags(const std::string& group, const roster& members) {
+  std::vector<tag> out;
+  out.push_back({"d", group});
+  // std::map iterates by pubkey, which is the documented order.
+  for (const auto& [pk, r] : members)
+    if (moderates(r))
+      out.push_back({"p", pk, std::string(name_of(r))});
+  return out;
+}
+
+std::vector<tag> members_tags(const std::string& group, const roster& members) {
+  std::vector<tag> out;
+  out.reserve(members.size() + 1);
+  out.push_back({"d", group});
+  for (const auto& [pk, r] : members)
+    out.push_back({"p", pk, "", std::string(name_of(r))});
+  return out;
+}
+
+}  // namespace waggle::proto::nip29
