@@ -54,6 +54,8 @@ ok_answer answer_for(db::write_outcome outcome, const std::string& reason) {
                                        : reason)};
     case db::write_outcome::rejected:
       return {false, status{ec::invalid, reason}.message()};
+    case db::write_outcome::refused:
+      return {false, status{ec::restricted, reason}.message()};
     case db::write_outcome::failed:
       break;
   }

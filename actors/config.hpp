@@ -32,6 +32,8 @@ struct node_config {
   size_t max_outbound_frames = 2000;
   int ping_seconds = 30;
   int drain_seconds = 10;
+  int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)
+  int startup_timeout_seconds = 60;  // fence probe and roster repair must finish by then
   std::string relay_name = "waggle";
   std::string relay_description = "A Nostr relay for team chat";
   std::string relay_key_file;  // default: $WAGGLE_DATA_DIR/relay.key

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "actors/log.hpp"
+#include "messages/proto/nip29.hpp"
 
 namespace waggle {
 
@@ -84,36 +85,80 @@ void connection_state::reject(const std::string& id, const status& st) {
 }
 
 void connection_state::on_event(proto::event&& ev) {
+  namespace nip29 = proto::nip29;
   if (draining)
     return reject(ev.id, {ec::unavailable, "relay is shutting down"});
   if (auto st = admit_event(ev, authed, env.unix_now(), settings.policy); !st.ok())
     return reject(ev.id, st);
+  auto channel = nip29::channel_of(ev);
+  if (!channel)
+    return reject(ev.id, channel.error());
+  if (nip29::is_group_state(ev.kind) && ev.pubkey != settings.relay_pubkey)
+    return reject(ev.id, {ec::restricted, "group state (kinds 39000-39003) is signed by the relay"});
   if (events_in_flight >= settings.max_events_in_flight)
     return reject(ev.id, {ec::rate_limited, "too many events awaiting commit on this connection"});
   auto ptr = std::make_shared<const proto::event>(std::move(ev));
-  if (proto::is_ephemeral(ptr->kind)) {
-    // Ephemeral events are verified and fanned out, never stored.
-    self->send(peers.hub, committed_events{{db::ingest_item{settings.community_id, ptr}}});
-    if (env.stats)
-      ++env.stats->events_accepted;
-    return send_ok(ptr->id, true, "");
-  }
+  if (proto::is_ephemeral(ptr->kind))
+    return submit_ephemeral(std::move(ptr), std::move(*channel));
+  submit(std::move(ptr));
+}
+
+void connection_state::submit(event_ptr ptr) {
   ++events_in_flight;
   auto id = ptr->id;
   // Metrics only (not part of any decision), so a real clock is fine here.
   auto received = std::chrono::steady_clock::now();
-  self->request(peers.ingest, settings.ingest_timeout,
-                ingest_request{settings.community_id, std::move(ptr)})
-    .then([this, id, received](ingest_reply& reply) {
-            if (env.stats)
-              env.stats->ack_latency.observe(std::chrono::duration<double>(
-                std::chrono::steady_clock::now() - received).count());
-            on_ingest_reply(id, reply);
-          },
-          [this, id](caf::error& err) {
-            // The outcome is unknown to us: never claim success.
-            on_ingest_reply(id, {db::write_outcome::failed, "ingest unavailable"});
-          });
+  auto on_reply = [this, id, received](ingest_reply& reply) {
+    if (env.stats)
+      env.stats->ack_latency.observe(std::chrono::duration<double>(
+        std::chrono::steady_clock::now() - received).count());
+    on_ingest_reply(id, reply);
+  };
+  // The outcome is unknown to us on an error: never claim success.
+  if (proto::nip29::is_group_command(ptr->kind))
+    self->request(peers.group, settings.ingest_timeout,
+                  group_request{settings.community_id, std::move(ptr)})
+      .then(on_reply, [this, id](caf::error&) {
+        on_ingest_reply(id, {db::write_outcome::failed, "group actor unavailable"});
+      });
+  else
+    self->request(peers.ingest, settings.ingest_timeout,
+                  ingest_request{settings.community_id, std::move(ptr)})
+      .then(on_reply, [this, id](caf::error&) {
+        on_ingest_reply(id, {db::write_outcome::failed, "ingest unavailable"});
+      });
+}
+
+void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string> channel) {
+  // Ephemeral events are verified and fanned out, never stored.
+  auto fan_out = [this](const event_ptr& ev) {
+    self->send(peers.hub, committed_events{{db::ingest_item{settings.community_id, ev}}});
+    if (env.stats)
+      ++env.stats->events_accepted;
+    send_ok(ev->id, true, "");
+  };
+  if (!channel)
+    return fan_out(ptr);
+  // In a channel (typing, presence): only its members may send them.
+  ++events_in_flight;
+  read_access access{{*channel}, {ptr->pubkey}};
+  self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
+    .then(
+      [this, ptr, fan_out](access_reply& reply) {
+        --events_in_flight;
+        if (!reply.err.ok() && reply.err.code != ec::restricted)
+          reject(ptr->id, reply.err);
+        else if (reply.grants.size() != 1 || reply.grants[0].members.empty())
+          reject(ptr->id, {ec::restricted, "not a member of this channel"});
+        else
+          fan_out(ptr);
+        finish_drain_if_idle();
+      },
+      [this, ptr](caf::error&) {
+        --events_in_flight;
+        reject(ptr->id, {ec::unavailable, "access check failed"});
+        finish_drain_if_idle();
+      });
 }
 
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
@@ -125,7 +170,9 @@ void connection_state::on_ingest_reply(const std::string& id, const ingest_reply
     else if (answer.accepted)
       ++env.stats->events_duplicate;
     else
-      env.stats->count_rejected(reply.outcome == db::write_outcome::rejected ? "invalid" : "error");
+      env.stats->count_rejected(reply.outcome == db::write_outcome::rejected   ? "invalid"
+                                : reply.outcome == db::write_outcome::refused ? "restricted"
+                                                                              : "error");
   }
   send_ok(id, answer.accepted, answer.message);
   finish_drain_if_idle();
@@ -157,22 +204,60 @@ void connection_state::on_req(proto::req_msg&& req) {
   subs[req.sub_id].generation = generation;
   if (env.stats)
     ++env.stats->live_subscriptions;
+  auto access = access_for(req.filters);
+  if (access.channels.empty())
+    return subscribe(req.sub_id, generation, std::move(req.filters), std::move(access));
+  // A REQ naming channels is access-checked before it is registered: a
+  // refused one gets CLOSED and never any live event.
   auto sub_id = req.sub_id;
-  auto filters = req.filters;
+  self
+    ->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
+    .then(
+      [this, sub_id, generation, filters = std::move(req.filters),
+       access](access_reply& reply) mutable {
+        if (!is_current(sub_id, generation))
+          return;
+        if (!reply.err.ok())
+          return end_subscription(sub_id, reply.err.message());
+        auto& sub = subs[sub_id];
+        for (auto& g : reply.grants)
+          sub.grants[g.channel] = std::move(g);
+        subscribe(sub_id, generation, std::move(filters), std::move(access));
+      },
+      [this, sub_id, generation](caf::error&) {
+        if (is_current(sub_id, generation))
+          end_subscription(sub_id, "error: access check failed");
+      });
+}
+
+read_access connection_state::access_for(const std::vector<proto::filter>& filters) const {
+  std::set<std::string> channels;
+  for (const auto& f : filters)
+    if (auto h = f.tags.find('h'); h != f.tags.end())
+      channels.insert(h->second.begin(), h->second.end());
+  return {{channels.begin(), channels.end()}, {authed.begin(), authed.end()}};
+}
+
+void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
+                                 std::vector<proto::filter> req_filters, read_access access) {
+  auto filters = req_filters;
   // Register first, query second: once the hub acknowledges, every event it
   // has not yet seen will reach us live, and every event it has seen
   // committed before our query's snapshot, so nothing falls in between.
+  // The query re-checks channel access for the same reason (a removal that
+  // committed before the hub knew this subscription).
   self
     ->request(peers.hub, settings.read_timeout,
               hub_subscribe{caf::actor_cast<caf::actor>(self), settings.community_id, sub_id,
-                            generation, std::move(req.filters)})
+                            generation, std::move(req_filters)})
     .then(
-      [this, sub_id, generation, filters = std::move(filters)](hub_ack) mutable {
+      [this, sub_id, generation, filters = std::move(filters),
+       access = std::move(access)](hub_ack) mutable {
         if (!is_current(sub_id, generation))
           return;
         self
           ->request(peers.reader, settings.read_timeout,
-                    history_request{settings.community_id, std::move(filters)})
+                    history_request{settings.community_id, std::move(filters), std::move(access)})
           .then(
             [this, sub_id, generation](history_reply& reply) {
               on_history(sub_id, generation, std::move(reply));
@@ -232,9 +317,10 @@ void connection_state::on_count(proto::count_msg&& req) {
     return (void) send(proto::render_closed(
       req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
   auto sub_id = req.sub_id;
+  auto access = access_for(req.filters);
   self
     ->request(peers.reader, settings.read_timeout,
-              count_request{settings.community_id, std::move(req.filters)})
+              count_request{settings.community_id, std::move(req.filters), std::move(access)})
     .then(
       [this, sub_id](count_reply& reply) {
         if (!reply.err.ok())
@@ -265,6 +351,34 @@ void connection_state::drop_subscription(const std::string& sub_id) {
 void connection_state::end_subscription(const std::string& sub_id, const std::string& message) {
   drop_subscription(sub_id);
   send(proto::render_closed(sub_id, message));
+}
+
+void connection_state::on_revoked(const channel_revoked& msg) {
+  if (msg.community_id != settings.community_id)
+    return;
+  std::vector<std::string> ended;
+  for (auto& [sub_id, sub] : subs) {
+    auto g = sub.grants.find(msg.channel);
+    if (g == sub.grants.end())
+      continue;
+    auto& grant = g->second;
+    if (msg.deleted) {
+      ended.push_back(sub_id);
+      continue;
+    }
+    if (msg.pubkey.empty())
+      grant.open = false;  // the channel became private
+    else
+      std::erase(grant.members, msg.pubkey);
+    if (!grant.open && grant.members.empty())
+      ended.push_back(sub_id);
+  }
+  for (auto& sub_id : ended)
+    end_subscription(sub_id, status{ec::restricted, msg.deleted
+                                                      ? "channel " + msg.channel + " was deleted"
+                                                      : "no longer a member of private channel " +
+                                                          msg.channel}
+                               .message());
 }
 
 void connection_state::on_drain() {
@@ -301,6 +415,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   self->monitor(st.peers.ingest);
   self->monitor(st.peers.hub);
   self->monitor(st.peers.reader);
+  if (st.peers.group)
+    self->monitor(st.peers.group);
   self->set_down_handler([self](const caf::down_msg&) {
     auto& st = self->state;
     if (!st.closed) {
@@ -315,6 +431,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     [self](const live_event& msg) { self->state.on_live(msg); },
     [self](drain_request) { self->state.on_drain(); },
     [self](socket_closed) { self->state.on_socket_closed(); },
+    [self](const channel_revoked& msg) { self->state.on_revoked(msg); },
   };
 }
 

@@ -5,6 +5,7 @@
 // threads), and is the only place where protocol text is rendered.
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,7 @@ namespace waggle {
 
 struct connection_settings {
   int64_t community_id = 0;
+  std::string relay_pubkey;  // signs NIP-29 group state; no one else may publish it
   std::string host;  // normalized Host of the upgrade request
   admission_policy policy;
   proto::filter_limits limits;
@@ -35,6 +37,7 @@ struct connection_peers {
   ingest_actor ingest;
   hub_actor hub;
   reader_actor reader;
+  group_actor group;
 };
 
 struct connection_state;
@@ -48,6 +51,10 @@ struct subscription {
   // query saw committed may still be on its way through ingest and the hub,
   // so live events are checked against these for the subscription's life.
   std::unordered_set<std::string> history_ids;
+  // The channels its filters name with #h, each with the authority it was
+  // granted on (open channel, and/or which of our pubkeys are members).
+  // A channel_revoked that leaves a grant with neither ends the subscription.
+  std::unordered_map<std::string, channel_grant> grants;
 };
 
 struct connection_state {
@@ -71,6 +78,7 @@ struct connection_state {
   void on_live(const live_event& msg);
   void on_drain();
   void on_socket_closed();
+  void on_revoked(const channel_revoked& msg);
 
   static inline const char* name = "connection";
 
@@ -83,6 +91,11 @@ struct connection_state {
   void send_ok(const std::string& id, bool accepted, const std::string& message);
   void reject(const std::string& id, const status& st);
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
+  void submit(event_ptr ev);
+  void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
+  void subscribe(const std::string& sub_id, uint64_t generation,
+                 std::vector<proto::filter> filters, read_access access);
+  read_access access_for(const std::vector<proto::filter>& filters) const;
   void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void end_subscription(const std::string& sub_id, const std::string& message);
   bool is_current(const std::string& sub_id, uint64_t generation) const;

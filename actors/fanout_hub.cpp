@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "messages/proto/nip29.hpp"
+
 namespace waggle {
 
 namespace {
@@ -107,9 +109,17 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<match> out;
   std::unordered_map<caf::actor_addr, size_t> slot;
+  auto channel = proto::nip29::channel_of(ev);
+  const bool channel_scoped = !channel || channel->has_value();
+  auto matches = [&](const std::vector<proto::filter>& filters) {
+    for (const auto& f : filters)
+      if ((!channel_scoped || f.tags.contains('h')) && proto::matches(f, ev))
+        return true;
+    return false;
+  };
   for (auto handle : candidates) {
     auto& e = subs_.at(handle);
-    if (e.community_id != community_id || !proto::matches_any(e.filters, ev))
+    if (e.community_id != community_id || !matches(e.filters))
       continue;
     auto addr = e.conn.address();
     auto [i, fresh] = slot.emplace(addr, out.size());
@@ -118,6 +128,15 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
     out[i->second].sub_ids.push_back(e.sub_id);
     out[i->second].generations.push_back(e.generation);
   }
+  return out;
+}
+
+std::vector<caf::actor> subscription_index::connections_in(int64_t community_id) const {
+  std::vector<caf::actor> out;
+  std::unordered_set<caf::actor_addr> seen;
+  for (const auto& [handle, e] : subs_)
+    if (e.community_id == community_id && seen.insert(e.conn.address()).second)
+      out.push_back(e.conn);
   return out;
 }
 
@@ -142,6 +161,14 @@ hub_actor::behavior_type fanout_hub_impl(hub_actor::stateful_pointer<fanout_hub_
       return {};
     },
     [self](hub_unsubscribe& req) { self->state.index.remove(req.conn.address(), req.sub_id); },
+    // Rare (a removal, a deletion, a channel made private): every connection
+    // of the community hears it and closes what rested on that access, in
+    // mailbox order with the live events, so none of the channel's later
+    // events reaches it first.
+    [self](channel_revoked& msg) {
+      for (auto& conn : self->state.index.connections_in(msg.community_id))
+        self->send(caf::actor_cast<connection_actor>(conn), msg);
+    },
   };
 }
 

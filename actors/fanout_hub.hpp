@@ -34,7 +34,11 @@ class subscription_index {
   void remove(const caf::actor_addr& conn, const std::string& sub_id);
   void remove_connection(const caf::actor_addr& conn);
   // Connections (in no particular order) with the subscriptions `ev` matches.
+  // An event of a channel (an `h` tag) matches only filters that name
+  // channels with `#h`: those were access-checked when the REQ was made.
   std::vector<match> find(int64_t community_id, const proto::event& ev) const;
+  // Every connection with a subscription in the community (for revocations).
+  std::vector<caf::actor> connections_in(int64_t community_id) const;
   size_t size() const { return subs_.size(); }
 
  private:

@@ -77,6 +77,7 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
   st.settings = settings;
   st.env = std::move(env);
   st.hub = std::move(hub);
+  st.all_writers = writers;
   st.idle_writers = std::move(writers);
   // A dead writer takes ingest down with it (and the supervisor restarts
   // both): in-flight outcomes are unknown, so nothing may be half-alive.
@@ -99,6 +100,32 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
       }
       st.queue.push_back({db::ingest_item{req.community_id, std::move(req.ev)}, promise});
       dispatch(self);
+      return promise;
+    },
+    // Start-up: every writer connection probes the roster fence; the first
+    // failure is the answer.
+    [self](fence_probe_request) -> caf::typed_response_promise<fence_probe_reply> {
+      auto promise = self->make_response_promise<fence_probe_reply>();
+      auto& writers = self->state.all_writers;
+      auto left = std::make_shared<size_t>(writers.size());
+      auto first_error = std::make_shared<status>();
+      if (writers.empty())
+        promise.deliver(fence_probe_reply{{ec::internal, "no writer sessions"}});
+      for (auto& w : writers)
+        self->request(w, caf::infinite, fence_probe_request{})
+          .then(
+            [promise, left, first_error](fence_probe_reply& reply) mutable {
+              if (!reply.err.ok() && first_error->ok())
+                *first_error = reply.err;
+              if (--*left == 0)
+                promise.deliver(fence_probe_reply{*first_error});
+            },
+            [promise, left, first_error](caf::error& err) mutable {
+              if (first_error->ok())
+                *first_error = {ec::unavailable, caf::to_string(err)};
+              if (--*left == 0)
+                promise.deliver(fence_probe_reply{*first_error});
+            });
       return promise;
     },
   };

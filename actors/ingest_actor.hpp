@@ -31,6 +31,7 @@ struct ingest_state {
   ingest_settings settings;
   node_env env;
   hub_actor hub;
+  std::vector<writer_actor> all_writers;
   std::vector<writer_actor> idle_writers;
   std::deque<pending> queue;
   // Batches a writer is running, by writer: answered on its reply, or failed

@@ -124,6 +124,12 @@ int run_serve(std::vector<std::string> args) {
   std::signal(SIGPIPE, SIG_IGN);
 
   node relay{cfg, node_env::production()};
+  if (auto st = relay.start_checks(); !st.ok()) {
+    log::error("node", "refusing to start", {{"reason", st.reason}});
+    std::cerr << "waggle serve: refusing to start: " << st.reason << "\n";
+    relay.stop();
+    return 3;
+  }
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
   limits.max_connections = cfg.max_connections;

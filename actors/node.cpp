@@ -14,6 +14,7 @@
 
 #include "actors/admission.hpp"
 #include "actors/log.hpp"
+#include "messages/proto/nip29.hpp"
 
 namespace waggle {
 
@@ -47,14 +48,18 @@ std::string load_or_create_relay_key(const std::string& path) {
 
 node::node(node_config cfg, node_env env)
   : cfg_(std::move(cfg)), env_(std::move(env)) {
-  relay_pubkey_ = proto::pubkey_of(load_or_create_relay_key(cfg_.relay_key_file));
+  db::relay_signer signer;
+  signer.secret = load_or_create_relay_key(cfg_.relay_key_file);
+  signer.pubkey = proto::pubkey_of(signer.secret);
+  relay_pubkey_ = signer.pubkey;
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   register_types(*sys_cfg_);
   sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   board_ = std::make_shared<handle_board>();
   snapshot_ = std::make_shared<community_snapshot>();
-  supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, board_, snapshot_);
+  supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
+                               snapshot_);
 }
 
 node::~node() {
@@ -108,9 +113,11 @@ caf::actor node::open_connection(const db::community& c, const std::string& host
   settings.limits.default_limit = cfg_.default_limit;
   settings.limits.max_limit = cfg_.max_limit;
   settings.max_subscriptions = cfg_.max_subscriptions;
-  auto conn = system_->spawn(connection_actor_impl, settings,
-                             connection_peers{handles->ingest, handles->hub, handles->reader},
-                             env_, std::move(sink));
+  settings.relay_pubkey = relay_pubkey_;
+  auto conn = system_->spawn(
+    connection_actor_impl, settings,
+    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group}, env_,
+    std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
   {
     std::lock_guard guard{conn_mtx_};
@@ -134,6 +141,7 @@ void node::submit_event(const db::community& c, std::string json, std::string au
   // A one-shot actor, so parsing and signature checks run on scheduler
   // threads (the body arrives as a message), never on the io thread.
   auto worker = system_->spawn([handles, policy, community_id = c.id, env = env_,
+                                relay_pubkey = relay_pubkey_,
                                 auth_pubkey = std::move(auth_pubkey),
                                 done = std::move(done)](caf::event_based_actor* self) {
     return caf::behavior{
@@ -144,12 +152,34 @@ void node::submit_event(const db::community& c, std::string json, std::string au
           return self->quit();
         }
         auto ev = std::make_shared<const proto::event>(std::move(*parsed));
+        namespace nip29 = proto::nip29;
+        auto channel = nip29::channel_of(*ev);
         auto st = admit_event(*ev, {auth_pubkey}, env.unix_now(), policy);
+        if (st.ok() && !channel)
+          st = channel.error();
+        if (st.ok() && nip29::is_group_state(ev->kind) && ev->pubkey != relay_pubkey)
+          st = {ec::restricted, "group state (kinds 39000-39003) is signed by the relay"};
+        if (st.ok() && proto::is_ephemeral(ev->kind) && channel && *channel)
+          st = {ec::restricted, "ephemeral channel events are accepted over WebSocket only"};
         if (!st.ok()) {
           if (env.stats)
             env.stats->count_rejected(std::string{prefix_of(st.code)});
           done({ev->id, false, st.message()});
           return self->quit();
+        }
+        if (nip29::is_group_command(ev->kind)) {
+          self->request(handles->group, std::chrono::seconds(30), group_request{community_id, ev})
+            .then(
+              [=](ingest_reply& reply) {
+                auto answer = answer_for(reply.outcome, reply.reason);
+                done({ev->id, answer.accepted, answer.message});
+                self->quit();
+              },
+              [=](caf::error&) {
+                done({ev->id, false, "error: group actor unavailable"});
+                self->quit();
+              });
+          return;
         }
         if (proto::is_ephemeral(ev->kind)) {
           self->send(handles->hub, committed_events{{db::ingest_item{community_id, ev}}});
@@ -188,7 +218,7 @@ std::string node::relay_info_json(const db::community& c) const {
   w.String(relay_pubkey_);
   w.Key("supported_nips");
   w.StartArray();
-  for (int nip : {1, 9, 11, 42, 45, 98})
+  for (int nip : {1, 9, 11, 29, 42, 45, 98})
     w.Int(nip);
   w.EndArray();
   w.Key("software");
@@ -220,6 +250,58 @@ std::string node::relay_info_json(const db::community& c) const {
   w.EndObject();
   w.EndObject();
   return buf.GetString();
+}
+
+status node::start_checks() {
+  using namespace std::chrono;
+  auto deadline = steady_clock::now() + seconds(cfg_.startup_timeout_seconds);
+  caf::scoped_actor self{*system_};
+  // Retries while the database is unreachable (ec::unavailable) until the
+  // deadline; any other failure is final.
+  auto until_available = [&](auto&& attempt) -> status {
+    for (;;) {
+      status st = attempt();
+      if (st.code != ec::unavailable || steady_clock::now() >= deadline)
+        return st;
+      std::this_thread::sleep_for(milliseconds(500));
+    }
+  };
+  // The supervisor publishes its children's handles asynchronously (and
+  // again after a restart): read them on every attempt.
+  auto probe = [&](auto pick) {
+    return until_available([&]() -> status {
+      status st{ec::unavailable, "no answer"};
+      auto target = pick(*board_->get());
+      if (!target)
+        return st;
+      self->request(target, seconds(30), fence_probe_request{})
+        .receive([&](fence_probe_reply& reply) { st = reply.err; },
+                 [&](caf::error& err) { st = {ec::unavailable, caf::to_string(err)}; });
+      return st;
+    });
+  };
+  if (auto st = probe([](const node_handles& h) { return h.ingest; }); !st.ok())
+    return st;
+  if (auto st = probe([](const node_handles& h) { return h.group; }); !st.ok())
+    return st;
+  // Rosters that differ from channel_members (a crash between a change and
+  // its publication, an old node's capped snapshot): republish before serving.
+  return until_available([&]() -> status {
+    status st{ec::unavailable, "no answer"};
+    auto group = board_->get()->group;
+    if (!group)
+      return st;
+    self->request(group, seconds(120), roster_repair_request{env_.unix_now()})
+      .receive(
+        [&](roster_repair_reply& reply) {
+          st = reply.err;
+          if (st.ok() && reply.repaired > 0)
+            log::warn("node", "repaired stale roster snapshots",
+                      {{"count", std::to_string(reply.repaired)}});
+        },
+        [&](caf::error& err) { st = {ec::unavailable, caf::to_string(err)}; });
+    return st;
+  });
 }
 
 void node::drain(std::chrono::milliseconds bound) {

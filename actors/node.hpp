@@ -29,6 +29,12 @@ class node {
   std::string relay_info_json(const db::community& c) const;
   bool ready() const { return snapshot_->ready(); }
 
+  // Fail-closed start-up (docs/channels.md): the roster fence must be in
+  // place and working on every writer connection and the group session, and
+  // stale roster snapshots are repaired. Serve only if this returns ok; the
+  // error names the migration to re-apply.
+  status start_checks();
+
   // SIGTERM: refuse new work, let connections answer what is in flight and
   // close with 1001; returns when all closed or `bound` passed.
   void drain(std::chrono::milliseconds bound);

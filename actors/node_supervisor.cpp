@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "actors/fanout_hub.hpp"
+#include "actors/group_actor.hpp"
+#include "actors/group_session.hpp"
 #include "actors/ingest_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/reader_session.hpp"
@@ -20,6 +22,7 @@ const char* child_name(child c) {
     case child::ingest: return "ingest";
     case child::reader: return "reader_pool";
     case child::directory: return "community_directory";
+    case child::group: return "group";
     default: return "?";
   }
 }
@@ -76,6 +79,14 @@ void spawn_child(self_ptr self, child which) {
       watch(self, which, st.directory);
       break;
     }
+    case child::group: {
+      auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, st.signer);
+      st.handles.group = sys.spawn(group_actor_impl, session, st.handles.hub, st.env,
+                                   cfg.database_url,
+                                   caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)});
+      watch(self, which, st.handles.group);
+      break;
+    }
     default:
       return;
   }
@@ -86,15 +97,16 @@ void spawn_child(self_ptr self, child which) {
 
 supervisor_actor::behavior_type
 node_supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self, node_config cfg,
-                     node_env env, std::shared_ptr<handle_board> board,
+                     node_env env, db::relay_signer signer, std::shared_ptr<handle_board> board,
                      std::shared_ptr<community_snapshot> snapshot) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.env = std::move(env);
+  st.signer = std::move(signer);
   st.board = std::move(board);
   st.snapshot = std::move(snapshot);
   // The hub first: ingest is spawned with its handle.
-  for (auto which : {child::hub, child::ingest, child::reader, child::directory})
+  for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group})
     spawn_child(self, which);
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& st = self->state;
@@ -110,10 +122,11 @@ node_supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self, 
                 {"restart", std::to_string(n + 1)},
                 {"delay_ms", std::to_string(delay.count())}});
     self->delayed_send(self, delay, restart_child{static_cast<uint8_t>(which)});
-    // Ingest sends committed events to the hub it was spawned with.
+    // Ingest and the group actor send to the hub they were spawned with.
     if (which == child::hub)
-      if (auto ingest = caf::actor_cast<caf::actor>(st.addrs[static_cast<size_t>(child::ingest)]))
-        self->send_exit(ingest, caf::exit_reason::user_shutdown);
+      for (auto dependent : {child::ingest, child::group})
+        if (auto h = caf::actor_cast<caf::actor>(st.addrs[static_cast<size_t>(dependent)]))
+          self->send_exit(h, caf::exit_reason::user_shutdown);
   });
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     // Shutting down: take the children with us.
@@ -127,7 +140,8 @@ node_supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self, 
     [self](restart_child msg) {
       auto which = static_cast<child>(msg.which);
       auto& st = self->state;
-      if (which == child::ingest && !st.addrs[static_cast<size_t>(child::hub)]) {
+      if ((which == child::ingest || which == child::group)
+          && !st.addrs[static_cast<size_t>(child::hub)]) {
         self->delayed_send(self, std::chrono::milliseconds(100), msg);
         return;
       }

@@ -15,6 +15,7 @@
 #include "actors/config.hpp"
 #include "actors/connection_actor.hpp"
 #include "actors/env.hpp"
+#include "db/group_store.hpp"
 
 namespace waggle {
 
@@ -22,6 +23,7 @@ struct node_handles {
   ingest_actor ingest;
   hub_actor hub;
   reader_actor reader;
+  group_actor group;
 };
 
 // Written by the supervisor, read by io threads.
@@ -37,11 +39,12 @@ class handle_board {
   std::shared_ptr<const node_handles> current_ = std::make_shared<node_handles>();
 };
 
-enum class child : uint8_t { hub = 0, ingest, reader, directory, count };
+enum class child : uint8_t { hub = 0, ingest, reader, directory, group, count };
 
 struct supervisor_state {
   node_config cfg;
   node_env env;
+  db::relay_signer signer;  // handed to the group session only
   std::shared_ptr<handle_board> board;
   std::shared_ptr<community_snapshot> snapshot;
   node_handles handles;
@@ -55,7 +58,7 @@ using supervisor_actor = caf::typed_actor<caf::reacts_to<restart_child>>;
 
 supervisor_actor::behavior_type
 node_supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self, node_config cfg,
-                     node_env env, std::shared_ptr<handle_board> board,
+                     node_env env, db::relay_signer signer, std::shared_ptr<handle_board> board,
                      std::shared_ptr<community_snapshot> snapshot);
 
 }  // namespace waggle

@@ -3,6 +3,7 @@
 #include <pqxx/except>
 
 #include "actors/log.hpp"
+#include "db/group_store.hpp"
 
 namespace waggle {
 
@@ -28,6 +29,23 @@ Reply run_read(reader_actor::stateful_pointer<reader_state> self, Fn&& fn) {
   return reply;
 }
 
+// Read access to every channel in `access`, or the refusal of the first one
+// that may not be read (proto::nip29::may_read).
+access_reply check_access(pqxx::connection& conn, int64_t community_id, const read_access& access) {
+  access_reply reply;
+  if (access.channels.empty())
+    return reply;
+  for (auto& a : db::read_channel_access(conn, community_id, access.channels, access.pubkeys)) {
+    if (auto st = proto::nip29::may_read(a.view, a.members.size()); !st.ok()) {
+      reply.err = {st.code, st.reason + " (" + a.channel + ")"};
+      reply.grants.clear();
+      return reply;
+    }
+    reply.grants.push_back({a.channel, a.view.open, std::move(a.members)});
+  }
+  return reply;
+}
+
 }  // namespace
 
 reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<reader_state> self,
@@ -38,13 +56,32 @@ reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<r
   return {
     [self](history_request& req) -> history_reply {
       return run_read<history_reply>(self, [&](pqxx::connection& conn, history_reply& reply) {
+        // Checked again here, after the subscription was registered with the
+        // hub: a removal that committed since the first check is seen now,
+        // and one that commits later reaches the subscription as a
+        // channel_revoked through the hub.
+        if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+          reply.err = access.err;
+          return;
+        }
         reply.raws = db::query_events(conn, req.community_id, req.filters, self->state.limits);
       });
     },
     [self](count_request& req) -> count_reply {
       return run_read<count_reply>(self, [&](pqxx::connection& conn, count_reply& reply) {
+        if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+          reply.err = access.err;
+          return;
+        }
         reply.count = db::count_events(conn, req.community_id, req.filters);
       });
+    },
+    [self](access_request& req) -> access_reply {
+      access_reply out;
+      auto fallback = run_read<access_reply>(self, [&](pqxx::connection& conn, access_reply&) {
+        out = check_access(conn, req.community_id, req.access);
+      });
+      return fallback.err.ok() ? out : fallback;
     },
   };
 }
@@ -63,6 +100,9 @@ reader_actor::behavior_type reader_pool_impl(reader_actor::stateful_pointer<read
       return self->delegate(pick(), std::move(req));
     },
     [self, pick](count_request& req) {
+      return self->delegate(pick(), std::move(req));
+    },
+    [self, pick](access_request& req) {
       return self->delegate(pick(), std::move(req));
     },
   };

@@ -5,6 +5,7 @@
 #include <pqxx/except>
 
 #include "actors/log.hpp"
+#include "db/roster_fence.hpp"
 
 namespace waggle {
 
@@ -40,6 +41,20 @@ writer_actor::behavior_type writer_session_impl(writer_actor::stateful_pointer<w
       reply.commit_seconds
         = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       return reply;
+    },
+    // Start-up: the roster fence must work on the connections that write.
+    [self](fence_probe_request) -> fence_probe_reply {
+      auto* conn = self->state.session->get();
+      if (!conn)
+        return {{ec::unavailable, "database unavailable"}};
+      try {
+        return {db::check_roster_fence(*conn)};
+      } catch (const pqxx::broken_connection&) {
+        self->state.session->reset();
+        return {{ec::unavailable, "database unavailable"}};
+      } catch (const std::exception& e) {
+        return {{ec::internal, std::string{"fence probe failed: "} + e.what()}};
+      }
     },
   };
 }

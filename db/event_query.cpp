@@ -146,6 +146,10 @@ std::string event_conditions(const plan& p, params& ps, const std::string& commu
                              char driver_tag, bool skip_authors, bool skip_kinds,
                              bool skip_time) {
   std::string w = "e.community_id = " + community + " AND e.deleted_at IS NULL";
+  // Channel events (NIP-29) are read only by filters that name their
+  // channels with #h, which the caller access-checked.
+  if (!p.tags.contains('h'))
+    w += " AND e.channel IS NULL";
   if (p.ids)
     w += " AND e.id = ANY(" + ps.add(bytea_array(*p.ids)) + "::bytea[])";
   if (p.authors && !skip_authors)

@@ -5,12 +5,14 @@
 // actor that owns the connection decides when they run (DESIGN §2).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <pqxx/connection>
 #include <pqxx/except>
+#include <pqxx/transaction>
 
 #include "messages/proto/event.hpp"
 #include "messages/proto/filter.hpp"
@@ -30,6 +32,7 @@ enum class write_outcome : uint8_t {
   duplicate,   // (community_id, id) already stored: no side effect ran again
   superseded,  // replaceable/addressable with a newer (or tie-winning) version stored
   rejected,    // deterministic failure of this event alone (after bisection)
+  refused,     // not allowed: channel access (NIP-29), rendered "restricted:"
   failed,      // transient/unavailable: nothing is known to be stored
 };
 
@@ -38,12 +41,30 @@ struct write_result {
   std::string reason;  // human-readable, for rejected/failed
 };
 
+struct write_options {
+  // The group actor writes NIP-29 commands (9000-9022) after authorising them
+  // under the channel's membership lock in the same transaction; everyone
+  // else gets them refused here (they must go through the group actor).
+  bool group_commands_authorized = false;
+  // Tests only: runs inside the transaction right before COMMIT, after every
+  // statement of the batch (a barrier for concurrency tests).
+  std::function<void()> before_commit;
+};
+
 // Runs `items` as ONE transaction (DESIGN §4): multi-row insert with
 // ON CONFLICT DO NOTHING RETURNING, replacement of replaceable/addressable
 // heads under per-coordinate advisory locks taken in sorted order, NIP-09
-// soft deletion, then COMMIT. Returns one result per item, in input order.
+// soft deletion, channel membership checks for posts and the TTL refresh of
+// ephemeral channels, then COMMIT. Returns one result per item, in input order.
 // Throws pqxx exceptions; callers use write_batch_bisecting.
-std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<ingest_item>& items);
+std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<ingest_item>& items,
+                                      const write_options& opts = {});
+
+// write_batch's statements inside the caller's transaction (no COMMIT, and
+// `before_commit` is not run): the group store writes a command event in the
+// same transaction as the membership change it authorised.
+std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
+                                       const write_options& opts = {});
 
 // write_batch plus the failure policy: SQLSTATE classes 22 and 23 bisect the
 // batch so only the poison event is rejected; serialization failures and
@@ -51,7 +72,8 @@ std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<
 // unknown commit outcome marks every item `failed` (never a false OK) and
 // rethrows pqxx::broken_connection so the owner can reconnect.
 std::vector<write_result> write_batch_bisecting(pqxx::connection& conn,
-                                                const std::vector<ingest_item>& items);
+                                                const std::vector<ingest_item>& items,
+                                                const write_options& opts = {});
 
 // What write_batch_bisecting throws when the connection broke or a COMMIT's
 // outcome is unknown (pqxx::in_doubt_error is converted to this, too). It IS a
@@ -84,8 +106,11 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters);
 
-// The advisory-lock key text of DESIGN §5 for the replacement domain.
+// The advisory-lock key texts of DESIGN §5 (hashed with hashtextextended(key, 0)).
+// Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.
 std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,
                                  const std::string& d_tag);
+std::string membership_lock_key(int64_t community_id, const std::string& channel);
+std::string channel_ttl_lock_key(int64_t community_id, const std::string& channel);
 
 }  // namespace waggle::db

@@ -17,6 +17,8 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include "messages/proto/nip29.hpp"
+
 // The write path for events (DESIGN §4, §5).
 //
 // A batch is ONE transaction with a constant number of statements, whatever
@@ -33,6 +35,15 @@
 //               the events inserted.
 //   S4 delete   NIP-09: the soft deletions requested by the kind-5 events
 //               inserted.
+//   S5 ttl      waggle_refresh_channel_ttl (migrations/0002): for the
+//               channels of the events stored (except creations, kind 9007),
+//               the channel_ttl keys SHARED in sorted order, a plain read of
+//               ttl_seconds, and the new deadline of ephemeral channels.
+// Channel posts (an `h` tag, not a NIP-29 command) are checked in S1: the
+// channel must exist, be live and not archived, and the author must be an
+// active member (proto::nip29::may_post). The check is a plain read in the
+// batch's transaction; a removal that commits before it is seen, one that
+// commits after it orders after the post.
 // NIP-09 beyond the deletion itself: an event arriving AFTER a stored kind-5
 // of its author that names it (by `e` id, or by `a` coordinate with
 // created_at >= the event's) is answered `superseded` and not stored. For `a`
@@ -82,15 +93,18 @@ WITH c AS (
   SELECT u.ord, u.community_id, u.id_hex, decode(u.id_hex, 'hex') AS id,
          decode(u.pubkey_hex, 'hex') AS pubkey, u.kind, u.created_at,
          convert_from(decode(u.d_hex, 'hex'), 'UTF8') COLLATE "default" AS d,
-         convert_from(decode(u.a_hex, 'hex'), 'UTF8') COLLATE "default" AS a_value
+         convert_from(decode(u.a_hex, 'hex'), 'UTF8') COLLATE "default" AS a_value,
+         u.channel
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[],
-                $7::text[])
-         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, kind, created_at, d_hex, a_hex, ord)
+                $7::text[], $8::text[])
+         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, kind, created_at, d_hex, a_hex,
+                              channel, ord)
 )
-SELECT c.ord, 'x' AS what, NULL::text AS head_id, NULL::bigint AS head_created_at
+SELECT c.ord, 'x' AS what, NULL::text AS head_id, NULL::bigint AS head_created_at,
+       NULL::text AS role
   FROM c JOIN events e ON e.community_id = c.community_id AND e.id = c.id
 UNION ALL
-SELECT c.ord, 'h', encode(h.id, 'hex'), h.created_at
+SELECT c.ord, 'h', encode(h.id, 'hex'), h.created_at, NULL
   FROM c CROSS JOIN LATERAL (
          SELECT e.id, e.created_at FROM events e
           WHERE e.community_id = c.community_id AND e.kind = c.kind AND e.pubkey = c.pubkey
@@ -99,7 +113,7 @@ SELECT c.ord, 'h', encode(h.id, 'hex'), h.created_at
          OFFSET 0) AS h
  WHERE c.d IS NOT NULL
 UNION ALL
-SELECT c.ord, 't', NULL, NULL
+SELECT c.ord, 't', NULL, NULL, NULL
   FROM c
  WHERE EXISTS (SELECT 1 FROM event_tags t
                 WHERE t.community_id = c.community_id AND t.name = 'e' AND t.value = c.id_hex
@@ -109,6 +123,15 @@ SELECT c.ord, 't', NULL, NULL
                      WHERE t.community_id = c.community_id AND t.name = 'a'
                        AND t.value = c.a_value AND t.created_at >= c.created_at
                        AND t.kind = 5 AND t.pubkey = c.pubkey))
+UNION ALL
+SELECT c.ord, 'c',
+       ch.visibility || CASE WHEN ch.deleted_at IS NOT NULL THEN ':deleted'
+                             WHEN ch.archived_at IS NOT NULL THEN ':archived' ELSE '' END,
+       NULL, m.role
+  FROM c JOIN channels ch ON ch.community_id = c.community_id AND ch.id = c.channel
+  LEFT JOIN channel_members m ON m.community_id = c.community_id AND m.channel_id = c.channel
+                             AND m.pubkey = c.pubkey AND m.removed_at IS NULL
+ WHERE c.channel IS NOT NULL
 )sql";
 
 constexpr const char* stmt_replace = "waggle_ev_replace";
@@ -122,12 +145,13 @@ UPDATE events e SET deleted_at = now()
 constexpr const char* stmt_insert = "waggle_ev_insert";
 constexpr const char* sql_insert = R"sql(
 WITH ins AS (
-  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw)
+  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel)
   SELECT u.community_id, decode(u.id_hex, 'hex'), decode(u.pubkey_hex, 'hex'), u.created_at,
-         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw
+         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw, u.channel
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[],
-                $7::text[])
-         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, created_at, kind, d_hex, raw, ord)
+                $7::text[], $14::text[])
+         WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, created_at, kind, d_hex, raw,
+                              channel, ord)
    ORDER BY u.ord
   ON CONFLICT (community_id, id) DO NOTHING
   RETURNING community_id, id, pubkey
@@ -171,7 +195,10 @@ WITH by_id AS (
 SELECT (SELECT count(*) FROM by_id), (SELECT count(*) FROM by_coordinate)
 )sql";
 
-void prepare_statements(pqxx::connection& conn) {
+constexpr const char* stmt_ttl = "waggle_ev_ttl";
+constexpr const char* sql_ttl = "SELECT waggle_refresh_channel_ttl($1::bigint[], $2::text[])";
+
+void prepare_statements(pqxx::connection_base& conn) {
   // libpqxx 6 keeps definitions per connection and registers each with the
   // server on first use; re-defining a name with the same text is a no-op,
   // so this is cheap on every batch and survives reconnects.
@@ -180,6 +207,7 @@ void prepare_statements(pqxx::connection& conn) {
   conn.prepare(stmt_replace, sql_replace);
   conn.prepare(stmt_insert, sql_insert);
   conn.prepare(stmt_delete, sql_delete);
+  conn.prepare(stmt_ttl, sql_ttl);
 }
 
 // ---- candidates -----------------------------------------------------------------
@@ -190,6 +218,8 @@ struct candidate {
   const proto::event* ev = nullptr;
   bool coordinate = false;  // replaceable or addressable
   std::string d;            // coordinate d ('' for replaceable kinds)
+  std::optional<std::string> channel;  // the `h` tag
+  bool check_member = false;           // a post: the author must be a member
 };
 
 // NIP-01 replaceable order: newer created_at wins; a tie goes to the lowest id.
@@ -263,6 +293,14 @@ std::optional<std::string> malformed(const proto::event& ev) {
 
 }  // namespace
 
+std::string membership_lock_key(int64_t community_id, const std::string& channel) {
+  return "waggle_membership:" + std::to_string(community_id) + ":" + channel;
+}
+
+std::string channel_ttl_lock_key(int64_t community_id, const std::string& channel) {
+  return "waggle_channel_ttl:" + std::to_string(community_id) + ":" + channel;
+}
+
 std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,
                                  const std::string& d_tag) {
   std::string key = "waggle_replace:";
@@ -277,7 +315,19 @@ std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::
 }
 
 std::vector<write_result> write_batch(pqxx::connection& conn,
-                                      const std::vector<ingest_item>& items) {
+                                      const std::vector<ingest_item>& items,
+                                      const write_options& opts) {
+  pqxx::work tx(conn);
+  auto results = write_events(tx, items, opts);
+  if (opts.before_commit)
+    opts.before_commit();
+  tx.commit();
+  return results;
+}
+
+std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
+                                       const write_options& opts) {
+  namespace nip29 = proto::nip29;
   std::vector<write_result> results(items.size());
   std::vector<std::optional<size_t>> alias(items.size());  // repeated id -> first item
   std::vector<candidate> cands;
@@ -299,6 +349,16 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
         results[i] = {write_outcome::rejected, *why};
         continue;
       }
+      auto channel = nip29::channel_of(*ev);
+      if (!channel) {
+        results[i] = {write_outcome::rejected, channel.error().reason};
+        continue;
+      }
+      bool command = nip29::is_group_command(ev->kind);
+      if (command && !opts.group_commands_authorized) {
+        results[i] = {write_outcome::refused, "NIP-29 group commands are not accepted on this path"};
+        continue;
+      }
       auto [it, fresh] = first_of.emplace(std::make_pair(items[i].community_id, std::string_view(ev->id)), i);
       if (!fresh) {
         alias[i] = it->second;
@@ -311,6 +371,8 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
       c.coordinate = proto::is_replaceable(ev->kind) || proto::is_addressable(ev->kind);
       if (proto::is_addressable(ev->kind))
         c.d = proto::d_tag(*ev);
+      c.channel = std::move(*channel);
+      c.check_member = c.channel.has_value() && !command;
       cands.push_back(std::move(c));
     }
   }
@@ -361,9 +423,7 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
     finish_aliases();
     return results;
   }
-
-  prepare_statements(conn);
-  pqxx::work tx(conn);
+  prepare_statements(tx.conn());
 
   // S0: replacement locks, sorted by key hash, one statement.
   {
@@ -384,8 +444,11 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
   // S1: existing ids, live heads, deletions already stored.
   std::vector<bool> exists(cands.size(), false), tombstoned(cands.size(), false);
   std::vector<std::vector<std::pair<std::string, int64_t>>> heads(cands.size());
+  // Channel posts: the channel's state ("open", "private:archived"...) and
+  // the author's active role, if the channel exists.
+  std::vector<std::optional<std::pair<std::string, std::optional<std::string>>>> posts(cands.size());
   {
-    array_literal community, id, pubkey, kind, created, d_hex, a_hex;
+    array_literal community, id, pubkey, kind, created, d_hex, a_hex, channel;
     for (const auto& c : cands) {
       community.integer(c.community_id);
       id.text(c.ev->id);
@@ -403,9 +466,13 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
         d_hex.null();
         a_hex.null();
       }
+      if (c.check_member)
+        channel.text(*c.channel);
+      else
+        channel.null();
     }
     auto r = tx.exec_prepared(stmt_check, community.str(), id.str(), pubkey.str(), kind.str(),
-                              created.str(), d_hex.str(), a_hex.str());
+                              created.str(), d_hex.str(), a_hex.str(), channel.str());
     for (const auto& row : r) {
       auto k = row[0].as<size_t>() - 1;
       auto what = row[1].as<std::string>();
@@ -413,6 +480,10 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
         exists[k] = true;
       else if (what == "t")
         tombstoned[k] = true;
+      else if (what == "c")
+        posts[k].emplace(row[2].as<std::string>(),
+                         row[4].is_null() ? std::nullopt
+                                          : std::optional<std::string>(row[4].as<std::string>()));
       else
         heads[k].emplace_back(row[2].as<std::string>(), row[3].as<int64_t>());
     }
@@ -433,6 +504,23 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
     if (tombstoned[k]) {
       res = {write_outcome::superseded, "deleted by its author (NIP-09)"};
       continue;
+    }
+    if (c.check_member) {
+      nip29::channel_view view;
+      std::optional<nip29::role> author_role;
+      if (posts[k]) {
+        const auto& state = posts[k]->first;
+        view.exists = true;
+        view.open = state.rfind("open", 0) == 0;
+        view.deleted = state.ends_with(":deleted");
+        view.archived = state.ends_with(":archived");
+        if (posts[k]->second)
+          author_role = nip29::parse_role(*posts[k]->second);
+      }
+      if (auto st = nip29::may_post(view, author_role); !st.ok()) {
+        res = {write_outcome::refused, st.reason};
+        continue;
+      }
     }
     bool beaten = false;
     for (const auto& [hid, hcreated] : heads[k])
@@ -462,7 +550,7 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
   // S3: events and their tag rows, one statement.
   std::set<std::pair<int64_t, std::string>> inserted;
   if (!to_insert.empty()) {
-    array_literal community, id, pubkey, created, kind, d_hex, raw;
+    array_literal community, id, pubkey, created, kind, d_hex, raw, channel;
     array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
     for (size_t k : to_insert) {
       const auto& c = cands[k];
@@ -477,6 +565,10 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
       else
         d_hex.null();
       raw.text(ev.raw);
+      if (c.channel)
+        channel.text(*c.channel);
+      else
+        channel.null();
       // One row per distinct (single-letter name, first value) of the event.
       std::set<std::pair<char, std::string_view>> seen;
       for (const auto& t : ev.tags) {
@@ -496,7 +588,8 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
     }
     auto r = tx.exec_prepared(stmt_insert, community.str(), id.str(), pubkey.str(), created.str(),
                               kind.str(), d_hex.str(), raw.str(), t_community.str(), t_event.str(),
-                              t_name.str(), t_value.str(), t_kind.str(), t_created.str());
+                              t_name.str(), t_value.str(), t_kind.str(), t_created.str(),
+                              channel.str());
     for (const auto& row : r)
       inserted.emplace(row[0].as<int64_t>(), row[1].as<std::string>());
   }
@@ -504,6 +597,8 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
   array_literal del_community, del_author, del_target;
   array_literal a_community, a_author, a_kind, a_d, a_until;
   bool any_deletion = false;
+  array_literal ttl_community, ttl_channel;
+  bool any_channel = false;
   for (size_t k : to_insert) {
     const auto& c = cands[k];
     auto& res = results[c.item];
@@ -518,6 +613,11 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
       continue;
     }
     res = {write_outcome::stored, ""};
+    if (c.channel && c.ev->kind != nip29::kind_create_group) {
+      ttl_community.integer(c.community_id);
+      ttl_channel.text(*c.channel);
+      any_channel = true;
+    }
     if (c.ev->kind != 5)
       continue;
     for (const auto& t : c.ev->tags) {
@@ -546,7 +646,11 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
     tx.exec_prepared(stmt_delete, del_community.str(), del_author.str(), del_target.str(),
                      a_community.str(), a_author.str(), a_kind.str(), a_d.str(), a_until.str());
 
-  tx.commit();
+  // S5: the TTL refresh, last, so the channel_ttl keys (after replacement and
+  // membership in the lock order) are held for the shortest time.
+  if (any_channel)
+    tx.exec_prepared(stmt_ttl, ttl_community.str(), ttl_channel.str());
+
   finish_aliases();
   return results;
 }

@@ -47,7 +47,7 @@ void fill(std::vector<write_result>& out, size_t lo, size_t hi, write_outcome o,
 // Throws connection_lost when the connection is gone (results of [lo, hi)
 // are left `failed`).
 void run_bisecting(pqxx::connection& conn, const std::vector<ingest_item>& items, size_t lo,
-                   size_t hi, std::vector<write_result>& out) {
+                   size_t hi, std::vector<write_result>& out, const write_options& opts) {
   if (lo >= hi)
     return;
   std::vector<ingest_item> sub(items.begin() + static_cast<std::ptrdiff_t>(lo),
@@ -55,7 +55,7 @@ void run_bisecting(pqxx::connection& conn, const std::vector<ingest_item>& items
   for (int attempt = 0;; ++attempt) {
     std::string state;
     try {
-      auto r = write_batch(conn, sub);
+      auto r = write_batch(conn, sub, opts);
       std::copy(r.begin(), r.end(), out.begin() + static_cast<std::ptrdiff_t>(lo));
       return;
     } catch (const pqxx::broken_connection& e) {
@@ -80,8 +80,8 @@ void run_bisecting(pqxx::connection& conn, const std::vector<ingest_item>& items
           return;
         }
         size_t mid = lo + (hi - lo) / 2;
-        run_bisecting(conn, items, lo, mid, out);
-        run_bisecting(conn, items, mid, hi, out);
+        run_bisecting(conn, items, lo, mid, out, opts);
+        run_bisecting(conn, items, mid, hi, out, opts);
         return;
       } else {
         fill(out, lo, hi, write_outcome::failed, "database error");
@@ -104,11 +104,12 @@ void run_bisecting(pqxx::connection& conn, const std::vector<ingest_item>& items
 }  // namespace
 
 std::vector<write_result> write_batch_bisecting(pqxx::connection& conn,
-                                                const std::vector<ingest_item>& items) {
+                                                const std::vector<ingest_item>& items,
+                                                const write_options& opts) {
   std::vector<write_result> out(items.size(),
                                 write_result{write_outcome::failed, "database unavailable"});
   try {
-    run_bisecting(conn, items, 0, items.size(), out);
+    run_bisecting(conn, items, 0, items.size(), out, opts);
   } catch (const connection_lost& lost) {
     // Whatever was not answered by a committed sub-batch stays `failed`.
     throw batch_unavailable(std::move(out), "database unavailable: " + lost.what);

@@ -14,25 +14,50 @@
 namespace waggle {
 
 // Ingest: the writer pool with group commit (DESIGN §4).
-using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>>;
+using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>,
+                                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
 
 // One writer session: owns one writer connection, runs one batch at a time.
 using writer_actor
-  = caf::typed_actor<caf::replies_to<write_batch_request>::with<write_batch_reply>>;
+  = caf::typed_actor<caf::replies_to<write_batch_request>::with<write_batch_reply>,
+                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
 
 // Fanout hub: the local subscription index.
 using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::replies_to<hub_subscribe>::with<hub_ack>,
-                                   caf::reacts_to<hub_unsubscribe>>;
+                                   caf::reacts_to<hub_unsubscribe>,
+                                   caf::reacts_to<channel_revoked>>;
 
 // Reader pool (and each reader session): history and counts.
 using reader_actor = caf::typed_actor<caf::replies_to<history_request>::with<history_reply>,
-                                      caf::replies_to<count_request>::with<count_reply>>;
+                                      caf::replies_to<count_request>::with<count_reply>,
+                                      caf::replies_to<access_request>::with<access_reply>>;
+
+// Group actor: NIP-29 commands, start-up fence probe and roster repair.
+using group_actor
+  = caf::typed_actor<caf::replies_to<group_request>::with<ingest_reply>,
+                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
+                     caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
+                     caf::reacts_to<channels_archived>>;
+
+// The group session: the group actor's own writer connection (detached).
+using group_session_actor
+  = caf::typed_actor<caf::replies_to<group_command_request>::with<group_command_reply>,
+                     caf::replies_to<roster_publish_request>::with<roster_publish_reply>,
+                     caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
+                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
+
+// Roster actor: one per channel with a pending or past publication.
+using roster_actor = caf::typed_actor<caf::reacts_to<roster_dirty>>;
+
+// TTL reaper (detached, own connection).
+using reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;
 
 // Connection actor: one per socket.
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,
                                           caf::reacts_to<live_event>,
-                                          caf::reacts_to<drain_request>>;
+                                          caf::reacts_to<drain_request>,
+                                          caf::reacts_to<channel_revoked>>;
 
 }  // namespace waggle

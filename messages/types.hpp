@@ -16,6 +16,7 @@
 #include <caf/type_id.hpp>
 
 #include "db/event_store.hpp"
+#include "db/group_store.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/proto/filter.hpp"
 #include "messages/proto/status.hpp"
@@ -93,9 +94,17 @@ struct live_event {
 
 // -- reads --------------------------------------------------------------------
 
+// The channels a read names in `#h` and the pubkeys the reader proved: the
+// reader session re-checks access (proto::nip29::may_read) before it reads.
+struct read_access {
+  std::vector<std::string> channels;
+  std::vector<std::string> pubkeys;
+};
+
 struct history_request {
   int64_t community_id = 0;
   std::vector<proto::filter> filters;
+  read_access access;
 };
 
 struct history_reply {
@@ -106,6 +115,101 @@ struct history_reply {
 struct count_request {
   int64_t community_id = 0;
   std::vector<proto::filter> filters;
+  read_access access;
+};
+
+// Connection actor -> reader: may these pubkeys read these channels? Asked
+// before a REQ naming channels is registered with the hub.
+struct access_request {
+  int64_t community_id = 0;
+  read_access access;
+};
+
+// One channel a subscription may read, and on whose authority: `open` (any
+// authenticated user) and/or the pubkeys that are members.
+struct channel_grant {
+  std::string channel;
+  bool open = false;
+  std::vector<std::string> members;
+};
+
+struct access_reply {
+  std::vector<channel_grant> grants;  // one per channel asked, when err is ok
+  status err;                         // ec::restricted names the first refused channel
+};
+
+// -- channels (NIP-29) --------------------------------------------------------
+
+// Connection actor / HTTP submit -> group actor: a NIP-29 command event.
+// Answered like ingest, after COMMIT.
+struct group_request {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+
+// Group actor -> group session.
+struct group_command_request {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+
+struct group_command_reply {
+  db::write_result result;
+  db::group_change change;
+};
+
+// Roster actor -> group session: publish 39000/39001/39002 now. `now` comes
+// from the roster actor's node_env (so a replay signs the same created_at).
+struct roster_publish_request {
+  int64_t community_id = 0;
+  std::string channel;
+  int64_t now = 0;
+};
+
+struct roster_publish_reply {
+  std::vector<event_ptr> events;  // stored by this publication
+  status err;
+};
+
+// Group actor -> roster actor: the channel changed; publish (again).
+struct roster_dirty {};
+
+// Start-up (node) -> group actor -> group session: republish every stored
+// 39002 that differs from channel_members (db::stale_rosters).
+struct roster_repair_request {
+  int64_t now = 0;
+};
+
+struct roster_repair_reply {
+  uint64_t repaired = 0;
+  std::vector<db::ingest_item> events;
+  status err;
+};
+
+// Start-up (node) -> ingest (every writer) and the group actor (its session):
+// is the roster fence in place and working on this connection?
+struct fence_probe_request {};
+
+struct fence_probe_reply {
+  status err;
+};
+
+// Group actor -> hub -> connection actors: read access to a channel ended.
+// `pubkey` lost its membership (removed/left); or, with `pubkey` empty,
+// the channel was deleted (`deleted`) or became private (every grant that
+// rested on the channel being open ends).
+struct channel_revoked {
+  int64_t community_id = 0;
+  std::string channel;
+  std::string pubkey;
+  bool deleted = false;
+};
+
+// TTL reaper timer, and what it archived (-> group actor, to republish 39000).
+struct reap_tick {};
+
+struct channels_archived {
+  std::vector<db::channel_ref> channels;
 };
 
 struct count_reply {
@@ -174,8 +278,12 @@ typename Inspector::result_type inspect(Inspector& f, live_event& x) {
   return f(caf::meta::type_name("live_event"), x.ev, x.sub_ids, x.generations);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_access& x) {
+  return f(caf::meta::type_name("read_access"), x.channels, x.pubkeys);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_request& x) {
-  return f(caf::meta::type_name("history_request"), x.community_id, x.filters);
+  return f(caf::meta::type_name("history_request"), x.community_id, x.filters, x.access);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
@@ -183,7 +291,72 @@ typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_request& x) {
-  return f(caf::meta::type_name("count_request"), x.community_id, x.filters);
+  return f(caf::meta::type_name("count_request"), x.community_id, x.filters, x.access);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, access_request& x) {
+  return f(caf::meta::type_name("access_request"), x.community_id, x.access);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_grant& x) {
+  return f(caf::meta::type_name("channel_grant"), x.channel, x.open, x.members);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, access_reply& x) {
+  return f(caf::meta::type_name("access_reply"), x.grants, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_request& x) {
+  return f(caf::meta::type_name("group_request"), x.community_id, x.ev);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_command_request& x) {
+  return f(caf::meta::type_name("group_command_request"), x.community_id, x.ev);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_command_reply& x) {
+  return f(caf::meta::type_name("group_command_reply"), x.result, x.change);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_publish_request& x) {
+  return f(caf::meta::type_name("roster_publish_request"), x.community_id, x.channel, x.now);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_publish_reply& x) {
+  return f(caf::meta::type_name("roster_publish_reply"), x.events, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_dirty&) {
+  return f(caf::meta::type_name("roster_dirty"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_repair_request& x) {
+  return f(caf::meta::type_name("roster_repair_request"), x.now);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_repair_reply& x) {
+  return f(caf::meta::type_name("roster_repair_reply"), x.repaired, x.events, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fence_probe_request&) {
+  return f(caf::meta::type_name("fence_probe_request"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fence_probe_reply& x) {
+  return f(caf::meta::type_name("fence_probe_reply"), x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_revoked& x) {
+  return f(caf::meta::type_name("channel_revoked"), x.community_id, x.channel, x.pubkey,
+           x.deleted);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reap_tick&) {
+  return f(caf::meta::type_name("reap_tick"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channels_archived& x) {
+  return f(caf::meta::type_name("channels_archived"), x.channels);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_reply& x) {
@@ -258,6 +431,15 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, write_result& x) {
   return f(caf::meta::type_name("write_result"), x.outcome, x.reason);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_change& x) {
+  return f(caf::meta::type_name("group_change"), x.channel, x.roster_changed,
+           x.metadata_changed, x.deleted, x.became_private, x.removed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_ref& x) {
+  return f(caf::meta::type_name("channel_ref"), x.community_id, x.channel);
+}
 }  // namespace waggle::db
 
 CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
@@ -279,4 +461,21 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::drain_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::refresh_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::restart_child))
+  CAF_ADD_TYPE_ID(waggle, (waggle::read_access))
+  CAF_ADD_TYPE_ID(waggle, (waggle::access_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::channel_grant))
+  CAF_ADD_TYPE_ID(waggle, (waggle::access_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::group_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::group_command_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::group_command_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_publish_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_publish_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_dirty))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_repair_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_repair_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::fence_probe_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::fence_probe_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::channel_revoked))
+  CAF_ADD_TYPE_ID(waggle, (waggle::reap_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::channels_archived))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -47,13 +47,13 @@ class QueryTest : public PgTest {
       // Many equal timestamps, so ties by id are exercised.
       int64_t created_at = 1000 + static_cast<int64_t>(rng() % 40);
       std::vector<proto::tag> tags;
-      tags.push_back({"h", "room" + std::to_string(rng() % 4)});
+      tags.push_back({"g", "room" + std::to_string(rng() % 4)});
       if (rng() % 3 == 0)
         tags.push_back({"p", proto::pubkey_of(secret(1 + static_cast<int>(rng() % 5)))});
       if (rng() % 4 == 0)
         tags.push_back({"t", "topic" + std::to_string(rng() % 3)});
       if (rng() % 5 == 0)
-        tags.push_back({"h", "room" + std::to_string(rng() % 4)});  // second h tag
+        tags.push_back({"g", "room" + std::to_string(rng() % 4)});  // second g tag
       if (rng() % 6 == 0 && !evs.empty())
         tags.push_back({"e", evs[rng() % evs.size()].id, "", "reply"});
       evs.push_back(make_event(author, kind, created_at, tags, "event " + std::to_string(i)));
@@ -62,7 +62,7 @@ class QueryTest : public PgTest {
     evs.push_back(make_event(1, 1, 1050, {{"t", std::string(300, 'L')}}, "long tag"));
     evs.push_back(make_event(2, 0, 900, {}, "profile old"));
     evs.push_back(make_event(2, 0, 950, {}, "profile new"));
-    evs.push_back(make_event(3, 30023, 990, {{"d", "doc"}, {"h", "room1"}}, "doc"));
+    evs.push_back(make_event(3, 30023, 990, {{"d", "doc"}, {"g", "room1"}}, "doc"));
     // "profile old" first, on its own, so that the big batch replaces it.
     const auto& profile_old = evs[evs.size() - 3];
     EXPECT_EQ(db::write_batch(conn(), batch(c.community_id, {profile_old})).at(0).outcome,
@@ -88,7 +88,7 @@ class QueryTest : public PgTest {
     // Noise in another community that must never show up.
     std::vector<proto::event> noise;
     for (int i = 0; i < 20; ++i)
-      noise.push_back(make_event(1 + i % 5, 9, 1000 + i, {{"h", "room0"}}, "noise " + std::to_string(i)));
+      noise.push_back(make_event(1 + i % 5, 9, 1000 + i, {{"g", "room0"}}, "noise " + std::to_string(i)));
     db::write_batch(conn(), batch(c.other_community_id, noise));
     c.events = std::move(evs);
     return c;
@@ -254,21 +254,21 @@ TEST_F(QueryTest, BySinceAndUntil) {
 
 TEST_F(QueryTest, ByTags) {
   proto::filter h;
-  h.tags['h'] = {"room1"};
-  check({h}, "#h:[room1]");
-  check({with_limit(h, 5)}, "#h:[room1] limit 5");
+  h.tags['g'] = {"room1"};
+  check({h}, "#g:[room1]");
+  check({with_limit(h, 5)}, "#g:[room1] limit 5");
   proto::filter h2;
-  h2.tags['h'] = {"room0", "room2"};
-  check({h2}, "#h:[room0,room2] (events with both appear once)");
-  check({with_limit(h2, 9)}, "#h two values limit 9");
+  h2.tags['g'] = {"room0", "room2"};
+  check({h2}, "#g:[room0,room2] (events with both appear once)");
+  check({with_limit(h2, 9)}, "#g two values limit 9");
   proto::filter kh;
   kh.kinds = std::vector<int32_t>{9};
-  kh.tags['h'] = {"room3"};
-  check({with_limit(kh, 50)}, "{kinds:[9], #h:[room3], limit:50}");
+  kh.tags['g'] = {"room3"};
+  check({with_limit(kh, 50)}, "{kinds:[9], #g:[room3], limit:50}");
   proto::filter hp;
-  hp.tags['h'] = {"room0", "room1", "room2"};
+  hp.tags['g'] = {"room0", "room1", "room2"};
   hp.tags['p'] = {pk(1), pk(2)};
-  check({hp}, "#h and #p");
+  check({hp}, "#g and #p");
   proto::filter hpt = hp;
   hpt.tags['t'] = {"topic0", "topic1", "topic2"};
   hpt.authors = std::vector<std::string>{pk(1), pk(2), pk(3), pk(4), pk(5)};
@@ -319,7 +319,7 @@ TEST_F(QueryTest, SeveralFiltersAreOrEdDedupedAndCappedAtTheSumOfLimits) {
   b.authors = std::vector<std::string>{pk(3)};
   b.limit = 10;
   proto::filter c;
-  c.tags['h'] = {"room2"};
+  c.tags['g'] = {"room2"};
   c.limit = 5;
   check({a, b, c}, "three filters");
   auto got = query({a, b, c});
@@ -337,7 +337,7 @@ TEST_F(QueryTest, MatchesNothingFiltersAreSkipped) {
   proto::filter none_ids;
   none_ids.ids = std::vector<std::string>{};
   proto::filter none_tag;
-  none_tag.tags['h'] = {};
+  none_tag.tags['g'] = {};
   proto::filter inverted;
   inverted.since = 2000;
   inverted.until = 1000;
@@ -360,7 +360,7 @@ TEST_F(QueryTest, CountIgnoresLimits) {
   EXPECT_EQ(db::count_events(conn(), data_->community_id, {f}), expected_count({f}));
   EXPECT_GT(expected_count({f}), 50u);
   proto::filter g;
-  g.tags['h'] = {"room0", "room1"};
+  g.tags['g'] = {"room0", "room1"};
   proto::filter h;
   h.authors = std::vector<std::string>{pk(1)};
   EXPECT_EQ(db::count_events(conn(), data_->community_id, {g, h}), expected_count({g, h}));
@@ -369,11 +369,11 @@ TEST_F(QueryTest, CountIgnoresLimits) {
 
 TEST_F(QueryTest, ClientStringsAreParametersNotSql) {
   proto::filter f;
-  f.tags['h'] = {"room1' OR '1'='1", "{\"a\",\"b\"}", "back\\slash", "NULL", "} , {"};
+  f.tags['g'] = {"room1' OR '1'='1", "{\"a\",\"b\"}", "back\\slash", "NULL", "} , {"};
   f.authors = std::vector<std::string>{"'); DROP TABLE events; --"};
   EXPECT_TRUE(query({f}).empty());
   proto::filter g;
-  g.tags['h'] = {"room1' OR '1'='1", "NULL"};
+  g.tags['g'] = {"room1' OR '1'='1", "NULL"};
   EXPECT_TRUE(query({g}).empty());
   EXPECT_EQ(db::count_events(conn(), data_->community_id, {g}), 0u);
 }
@@ -398,7 +398,7 @@ TEST_F(QueryTest, RandomFiltersAgreeWithTheMatcher) {
       }
       if (rng() % 2 == 0) {
         for (int i = 0, n = 1 + static_cast<int>(rng() % 2); i < n; ++i)
-          f.tags['h'].push_back("room" + std::to_string(rng() % 5));
+          f.tags['g'].push_back("room" + std::to_string(rng() % 5));
       }
       if (rng() % 4 == 0)
         f.tags['p'] = {pk(1 + static_cast<int>(rng() % 5))};
@@ -426,7 +426,7 @@ TEST_F(QueryTest, RandomFiltersAgreeWithTheMatcher) {
 
 TEST_F(QueryTest, OtherCommunitiesAreInvisible) {
   proto::filter f;
-  f.tags['h'] = {"room0"};
+  f.tags['g'] = {"room0"};
   f.limit = 500;
   for (const auto& raw : query({f}))
     EXPECT_EQ(raw.find("noise"), std::string::npos);

@@ -70,7 +70,7 @@ TEST_F(WriteTest, LargeMixedBatchIsOneTransaction) {
   std::vector<db::ingest_item> items;
   for (int i = 0; i < 300; ++i) {
     evs.push_back(make_event(50 + i % 7, 9, 1000 + i,
-                             {{"h", "room" + std::to_string(i % 5)}, {"p", std::string(64, 'b')},
+                             {{"g", "room" + std::to_string(i % 5)}, {"p", std::string(64, 'b')},
                               {"e", std::string(64, 'c'), "", "reply"}, {"t", "quote\"d,{x}"}},
                              "message " + std::to_string(i)));
   }
@@ -135,7 +135,7 @@ TEST_F(WriteTest, DeletionByETagDeletesOwnEventsOnly) {
 
 TEST_F(WriteTest, DeletionInTheSameBatchAsItsTarget) {
   auto c = community();
-  auto mine = make_event(22, 9, 1000, {{"h", "room"}});
+  auto mine = make_event(22, 9, 1000, {{"g", "room"}});
   auto del = make_event(22, 5, 1001, {{"e", mine.id}});
   auto r = write(c, {del, mine});
   EXPECT_EQ(r[0].outcome, write_outcome::stored);
@@ -201,8 +201,8 @@ TEST_F(WriteTest, DeletionByATagOfAnotherAuthorOrReplaceableKind) {
 TEST_F(WriteTest, SameEventInTwoCommunitiesIsTwoRowsAndStaysApart) {
   auto a = community("a");
   auto b = community("b");
-  auto shared = make_event(30, 9, 1000, {{"h", "general"}}, "in both");
-  auto only_b = make_event(30, 9, 1001, {{"h", "general"}}, "only in b");
+  auto shared = make_event(30, 9, 1000, {{"g", "general"}}, "in both");
+  auto only_b = make_event(30, 9, 1001, {{"g", "general"}}, "only in b");
   EXPECT_EQ(write1(a, shared), write_outcome::stored);
   EXPECT_EQ(write1(b, shared), write_outcome::stored) << "dedup is per community";
   EXPECT_EQ(write1(b, only_b), write_outcome::stored);
@@ -211,7 +211,7 @@ TEST_F(WriteTest, SameEventInTwoCommunitiesIsTwoRowsAndStaysApart) {
 
   proto::filter all;
   proto::filter by_tag;
-  by_tag.tags['h'] = {"general"};
+  by_tag.tags['g'] = {"general"};
   proto::filter by_author;
   by_author.authors = std::vector<std::string>{shared.pubkey};
   proto::filter by_id;

@@ -213,6 +213,7 @@ inline const char* outcome_name(db::write_outcome o) {
     case db::write_outcome::duplicate: return "duplicate";
     case db::write_outcome::superseded: return "superseded";
     case db::write_outcome::rejected: return "rejected";
+    case db::write_outcome::refused: return "refused";
     case db::write_outcome::failed: return "failed";
   }
   return "?";
