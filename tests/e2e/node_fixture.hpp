@@ -1,0 +1,169 @@
+#pragma once
+
+// The whole-node fixture of the end-to-end tests: one node on an ephemeral
+// port over a scratch database with two communities (alpha.test, beta.test),
+// driven through real sockets as a Nostr client would. Needs
+// WAGGLE_TEST_DATABASE_URL (fails, never skips, without it).
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include "actors/node.hpp"
+#include "gateway/server.hpp"
+#include "gateway/ws_client.hpp"
+#include "messages/proto/client_message.hpp"
+#include "tests/pg/pg_fixture.hpp"
+
+namespace waggle::e2e {
+
+using namespace std::chrono_literals;
+
+
+inline int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+inline proto::event signed_event(const std::string& sk, int32_t kind, std::string content,
+                                 std::vector<proto::tag> tags = {}) {
+  proto::event ev;
+  ev.kind = kind;
+  ev.created_at = unix_now();
+  ev.content = std::move(content);
+  ev.tags = std::move(tags);
+  proto::sign(ev, sk);
+  return ev;
+}
+
+inline rapidjson::Document parse(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  return d;
+}
+
+inline std::string base64(const std::string& in) {
+  static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6)
+      out += tbl[(v >> s) & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += tbl[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+// One node on an ephemeral port over a scratch database with two communities.
+class node_e2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
+    db_ = new pgtest::scratch_database("e2e");
+    {
+      auto conn = db_->connect();
+      ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
+      ASSERT_TRUE(db::add_community(*conn, "alpha.test", "Alpha").has_value());
+      ASSERT_TRUE(db::add_community(*conn, "beta.test", "Beta").has_value());
+    }
+    node_config cfg;
+    cfg.database_url = db_->url();
+    cfg.port = 0;
+    key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
+    cfg.relay_key_file = (key_dir_ / "relay.key").string();
+    node_ = new node(cfg, node_env::production());
+    gateway::server_limits limits;
+    server_ = new gateway::server(node_->api(), limits, "127.0.0.1", 0, 1);
+    port_ = server_->start();
+    // Wait for the directory's first refresh (readiness, not a timing claim).
+    for (int i = 0; i < 200 && !node_->ready(); ++i)
+      std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(node_->ready());
+    // The fail-closed start-up main() runs: the fence works, rosters repaired.
+    auto checked = node_->start_checks();
+    ASSERT_TRUE(checked.ok()) << checked.reason;
+  }
+
+  static void TearDownTestSuite() {
+    if (server_)
+      server_->shutdown(std::chrono::seconds(2));
+    delete server_;
+    delete node_;
+    delete db_;
+    std::filesystem::remove_all(key_dir_);
+  }
+
+  // Connects to `host`, authenticates `sk`, returns the client.
+  std::unique_ptr<gateway::ws_client> login(const std::string& host, const std::string& sk) {
+    auto c = std::make_unique<gateway::ws_client>();
+    EXPECT_TRUE(c->connect("127.0.0.1", port_, host)) << c->error();
+    auto challenge_frame = c->read_text(5s);
+    EXPECT_TRUE(challenge_frame.has_value());
+    auto d = parse(*challenge_frame);
+    EXPECT_STREQ(d[0].GetString(), "AUTH");
+    std::string challenge = d[1].GetString();
+    auto auth = signed_event(sk, 22242, "", {{"relay", "ws://" + host + "/"}, {"challenge", challenge}});
+    c->send_text("[\"AUTH\"," + auth.raw + "]");
+    auto ok = c->read_text(5s);
+    EXPECT_TRUE(ok && ok->find(",true,") != std::string::npos) << ok.value_or("(none)");
+    return c;
+  }
+
+  // Publishes and returns the OK frame.
+  std::string publish(gateway::ws_client& c, const proto::event& ev) {
+    c.send_text("[\"EVENT\"," + ev.raw + "]");
+    while (auto f = c.read_text(10s))
+      if (f->rfind("[\"OK\"", 0) == 0)
+        return *f;
+    return "(no OK)";
+  }
+
+  // Reads frames of a subscription until EOSE; returns the event ids.
+  std::vector<std::string> history(gateway::ws_client& c, const std::string& sub,
+                                   const std::string& filters) {
+    c.send_text("[\"REQ\",\"" + sub + "\"," + filters + "]");
+    std::vector<std::string> ids;
+    while (auto f = c.read_text(10s)) {
+      auto d = parse(*f);
+      std::string verb = d[0].GetString();
+      if (verb != "OK" && verb != "NOTICE" && d.Size() > 1 && d[1].IsString() && d[1].GetString() != sub)
+        continue;  // a frame of another live subscription
+      if (verb == "EOSE")
+        return ids;
+      if (verb == "EVENT")
+        ids.push_back(d[2]["id"].GetString());
+      if (verb == "CLOSED") {
+        ids.push_back("CLOSED:" + std::string(d[2].GetString()));
+        return ids;
+      }
+    }
+    ids.push_back("(timeout)");
+    return ids;
+  }
+
+  static inline pgtest::scratch_database* db_ = nullptr;
+  static inline node* node_ = nullptr;
+  static inline gateway::server* server_ = nullptr;
+  static inline uint16_t port_ = 0;
+  static inline std::filesystem::path key_dir_;
+  const std::string alice = pgtest::secret(11);
+  const std::string bob = pgtest::secret(12);
+};
+
+}  // namespace waggle::e2e
