@@ -70,6 +70,11 @@ struct fake_reader_log {
   };
   std::deque<held> held_requests;
   uint64_t count = 0;
+  struct held_access {
+    access_request req;
+    caf::typed_response_promise<access_reply> promise;
+  };
+  std::deque<held_access> access_requests;
 };
 
 inline caf::behavior fake_reader(caf::event_based_actor* self,
@@ -81,10 +86,45 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
       return promise;
     },
     [log](count_request&) { return count_reply{log->count, {}}; },
+    [self, log](access_request& req) {
+      auto promise = self->make_response_promise<access_reply>();
+      log->access_requests.push_back({req, promise});
+      return promise;
+    },
+    [log](caf::atom_value, access_reply& reply) {
+      auto h = std::move(log->access_requests.front());
+      log->access_requests.pop_front();
+      h.promise.deliver(std::move(reply));
+    },
     [log](caf::atom_value, std::vector<std::string>& raws) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
       h.promise.deliver(history_reply{std::move(raws), {}});
+    },
+  };
+}
+
+// A fake group actor: holds NIP-29 commands until told to answer them.
+struct fake_group_log {
+  struct held {
+    group_request req;
+    caf::typed_response_promise<ingest_reply> promise;
+  };
+  std::deque<held> held_requests;
+};
+
+inline caf::behavior fake_group(caf::event_based_actor* self,
+                                std::shared_ptr<fake_group_log> log) {
+  return {
+    [self, log](group_request& req) {
+      auto promise = self->make_response_promise<ingest_reply>();
+      log->held_requests.push_back({req, promise});
+      return promise;
+    },
+    [log](caf::atom_value, int outcome, std::string& reason) {
+      auto h = std::move(log->held_requests.front());
+      log->held_requests.pop_front();
+      h.promise.deliver(ingest_reply{static_cast<db::write_outcome>(outcome), std::move(reason)});
     },
   };
 }

@@ -1,0 +1,228 @@
+// The connection actor's channel rules (NIP-29), step by step under
+// test_coordinator: a REQ naming channels is access-checked before it is
+// registered, re-checked by the history query, and ended by a revocation;
+// group commands go to the group actor; group state is the relay's alone.
+
+#include "actors/connection_actor.hpp"
+#include "actors/fanout_hub.hpp"
+#include "messages/proto/client_message.hpp"
+#include "tests/actors/actor_fixture.hpp"
+
+using namespace waggle;
+using namespace waggle::testing;
+
+namespace {
+
+constexpr int64_t now = 1'700'000'000;
+const std::string alice_sk(64, '1');
+const std::string bob_sk(64, '2');
+const std::string relay_sk(64, '9');
+
+proto::event make_event(const std::string& sk, int32_t kind, std::vector<proto::tag> tags = {},
+                        std::string content = "") {
+  proto::event ev;
+  ev.kind = kind;
+  ev.tags = std::move(tags);
+  ev.content = std::move(content);
+  ev.created_at = now;
+  proto::sign(ev, sk);
+  return ev;
+}
+
+std::string frame(std::string_view verb, const std::string& json) {
+  return "[\"" + std::string{verb} + "\"," + json + "]";
+}
+
+class connection_channels_test : public actor_test {
+ protected:
+  connection_channels_test() {
+    ingest_raw = spawn(fake_ingest, ingest_log);
+    reader_raw = spawn(fake_reader, reader_log);
+    group_raw = spawn(fake_group, group_log);
+    hub = spawn(fanout_hub_impl, test_env());
+    run();
+  }
+  ~connection_channels_test() override {
+    ingest_log->held_requests.clear();
+    reader_log->held_requests.clear();
+    reader_log->access_requests.clear();
+    group_log->held_requests.clear();
+  }
+
+  // A connection on which alice authenticated; its sink's frames are cleared.
+  connection_actor open_alice() {
+    connection_settings settings;
+    settings.community_id = 1;
+    settings.host = "chat.example";
+    settings.relay_pubkey = proto::pubkey_of(relay_sk);
+    sink = std::make_shared<recording_sink>();
+    auto conn = spawn(connection_actor_impl, settings,
+                      connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
+                                       caf::actor_cast<reader_actor>(reader_raw),
+                                       caf::actor_cast<group_actor>(group_raw)},
+                      test_env(now), sink);
+    run();
+    auto auth = make_event(alice_sk, 22242,
+                           {{"relay", "ws://chat.example/"}, {"challenge", "challenge-1"}});
+    send(conn, frame("AUTH", auth.raw));
+    sink->take();
+    return conn;
+  }
+  void send(const connection_actor& conn, std::string text) {
+    caf::anon_send(conn, socket_frame{std::move(text)});
+    run();
+  }
+  void answer_access(access_reply reply) {
+    caf::anon_send(reader_raw, caf::atom("access"), std::move(reply));
+    run();
+  }
+  void answer_history(std::vector<std::string> raws) {
+    caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws));
+    run();
+  }
+  // An event committed in channel `ch`, straight into the real hub.
+  proto::event commit_post(const std::string& ch, const std::string& text) {
+    auto ev = make_event(bob_sk, 9, {{"h", ch}}, text);
+    caf::anon_send(hub, committed_events{{db::ingest_item{
+                          1, std::make_shared<const proto::event>(ev)}}});
+    run();
+    return ev;
+  }
+  void revoke(channel_revoked msg) {
+    caf::anon_send(hub, std::move(msg));
+    run();
+  }
+  // Opens sub "s" on channel "ops", granted as `grant`, through EOSE.
+  connection_actor subscribed(channel_grant grant) {
+    auto conn = open_alice();
+    send(conn, R"(["REQ","s",{"#h":["ops"]}])");
+    answer_access({{std::move(grant)}, {}});
+    EXPECT_EQ(reader_log->held_requests.size(), 1u);
+    answer_history({});
+    EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("s")});
+    return conn;
+  }
+
+  std::shared_ptr<fake_ingest_log> ingest_log = std::make_shared<fake_ingest_log>();
+  std::shared_ptr<fake_reader_log> reader_log = std::make_shared<fake_reader_log>();
+  std::shared_ptr<fake_group_log> group_log = std::make_shared<fake_group_log>();
+  caf::actor ingest_raw, reader_raw, group_raw;
+  hub_actor hub;
+  std::shared_ptr<recording_sink> sink;
+  const std::string alice = proto::pubkey_of(alice_sk);
+};
+
+TEST_F(connection_channels_test, a_refused_req_is_closed_before_it_is_ever_registered) {
+  auto conn = open_alice();
+  send(conn, R"(["REQ","s",{"kinds":[9],"#h":["ops","lobby"]}])");
+  ASSERT_EQ(reader_log->access_requests.size(), 1u);
+  const auto& asked = reader_log->access_requests.front().req.access;
+  EXPECT_EQ(asked.channels, (std::vector<std::string>{"lobby", "ops"}));
+  EXPECT_EQ(asked.pubkeys, std::vector<std::string>{alice});
+  // Not registered yet: a post in the channel reaches nobody.
+  commit_post("ops", "too early");
+  EXPECT_TRUE(sink->take().empty());
+  access_reply refused;
+  refused.err = {ec::restricted, "not a member of this private channel (ops)"};
+  answer_access(refused);
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_closed(
+                            "s", "restricted: not a member of this private channel (ops)")});
+  EXPECT_TRUE(reader_log->held_requests.empty());  // no history query
+  commit_post("ops", "after refusal");
+  EXPECT_TRUE(sink->take().empty());
+}
+
+TEST_F(connection_channels_test, the_history_query_rechecks_access_after_registration) {
+  auto conn = open_alice();
+  send(conn, R"(["REQ","s",{"#h":["ops"]}])");
+  answer_access({{{"ops", false, {alice}}}, {}});
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  const auto& h = reader_log->held_requests.front().req;
+  EXPECT_EQ(h.access.channels, std::vector<std::string>{"ops"});
+  EXPECT_EQ(h.access.pubkeys, std::vector<std::string>{alice});
+}
+
+TEST_F(connection_channels_test, removal_from_a_private_channel_ends_the_subscription_at_once) {
+  auto conn = subscribed({"ops", false, {alice}});
+  auto before = commit_post("ops", "before");
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_event("s", before.raw)});
+  revoke({1, "ops", alice, false});
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_closed(
+                            "s", "restricted: no longer a member of private channel ops")});
+  commit_post("ops", "after");
+  EXPECT_TRUE(sink->take().empty());
+}
+
+TEST_F(connection_channels_test, a_revocation_while_history_loads_wins_over_the_late_history) {
+  auto conn = open_alice();
+  send(conn, R"(["REQ","s",{"#h":["ops"]}])");
+  answer_access({{{"ops", false, {alice}}}, {}});
+  revoke({1, "ops", alice, false});
+  EXPECT_EQ(sink->take().size(), 1u);  // CLOSED restricted
+  answer_history({make_event(bob_sk, 9, {{"h", "ops"}}, "old").raw});
+  EXPECT_TRUE(sink->take().empty());  // neither the event nor EOSE
+}
+
+TEST_F(connection_channels_test, open_grants_survive_removal_but_not_the_switch_to_private) {
+  auto conn = subscribed({"ops", true, {}});
+  revoke({1, "ops", alice, false});
+  auto still = commit_post("ops", "still readable");
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_event("s", still.raw)});
+  revoke({1, "ops", "", false});  // became private
+  EXPECT_EQ(sink->take().size(), 1u);
+  commit_post("ops", "private now");
+  EXPECT_TRUE(sink->take().empty());
+}
+
+TEST_F(connection_channels_test, revocations_of_other_pubkeys_or_channels_change_nothing) {
+  auto conn = subscribed({"ops", false, {alice}});
+  revoke({1, "ops", proto::pubkey_of(bob_sk), false});
+  revoke({1, "lobby", alice, false});
+  revoke({2, "ops", alice, true});  // another community
+  auto post = commit_post("ops", "kept");
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_event("s", post.raw)});
+  revoke({1, "ops", "", true});  // deleted
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_closed(
+                            "s", "restricted: channel ops was deleted")});
+}
+
+TEST_F(connection_channels_test, group_commands_go_to_the_group_actor_and_ok_follows_its_answer) {
+  auto conn = open_alice();
+  auto create = make_event(alice_sk, 9007, {{"h", "ops"}});
+  send(conn, frame("EVENT", create.raw));
+  EXPECT_TRUE(ingest_log->held_requests.empty());
+  ASSERT_EQ(group_log->held_requests.size(), 1u);
+  EXPECT_TRUE(sink->take().empty());  // no OK before the commit
+  caf::anon_send(group_raw, caf::atom("reply"), static_cast<int>(db::write_outcome::refused),
+                 std::string{"group already exists"});
+  run();
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_ok(
+                            create.id, false, "restricted: group already exists")});
+}
+
+TEST_F(connection_channels_test, group_state_is_the_relays_and_an_event_has_one_channel) {
+  auto conn = open_alice();
+  auto forged = make_event(alice_sk, 39002, {{"d", "ops"}, {"p", alice, "", "owner"}});
+  send(conn, frame("EVENT", forged.raw));
+  auto two = make_event(alice_sk, 9, {{"h", "ops"}, {"h", "lobby"}});
+  send(conn, frame("EVENT", two.raw));
+  auto frames = sink->take();
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_NE(frames[0].find(",false,\"restricted: group state"), std::string::npos) << frames[0];
+  EXPECT_NE(frames[1].find(",false,\"invalid: an event belongs to at most one channel"),
+            std::string::npos) << frames[1];
+  EXPECT_TRUE(ingest_log->held_requests.empty());
+}
+
+TEST_F(connection_channels_test, typing_in_a_channel_needs_membership) {
+  auto conn = open_alice();
+  auto typing = make_event(alice_sk, 20002, {{"h", "ops"}});
+  send(conn, frame("EVENT", typing.raw));
+  ASSERT_EQ(reader_log->access_requests.size(), 1u);
+  answer_access({{{"ops", true, {}}}, {}});  // open channel, but alice is no member
+  auto frames = sink->take();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(frames[0].find(",false,\"restricted:"), std::string::npos) << frames[0];
+}
+
+}  // namespace
