@@ -126,6 +126,21 @@ command_outcome apply_group_command(pqxx::connection& conn, int64_t community_id
     // computes its deadline from the new TTL.
     lock_exclusive(tx, channel_ttl_lock_key(community_id, cmd.group));
 
+  // A command already stored (same id) was applied when it was first stored:
+  // `duplicate`, whatever the rules say about it now (a retried 9007 is not
+  // "group already exists"; a re-sent 9000 by a since-demoted admin is not
+  // refused). Under an EXCLUSIVE lock a concurrent copy has committed by now;
+  // under a SHARED one (9002, 9005) write_events still answers `duplicate`.
+  if (is_hex64(ev->id) &&
+      !tx.exec_params("SELECT 1 FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
+                      community_id, ev->id)
+         .empty()) {
+    out.result = {write_outcome::duplicate, ""};
+    out.change = {};
+    tx.abort();
+    return out;
+  }
+
   auto channel = read_channel(tx, community_id, cmd.group);
   auto members = read_roster(tx, community_id, cmd.group);
 
