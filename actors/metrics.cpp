@@ -1,5 +1,7 @@
 #include "actors/metrics.hpp"
 
+#include "db/event_store.hpp"
+
 #include <sstream>
 
 namespace waggle {
@@ -63,6 +65,9 @@ std::string metrics::render() const {
   counter("waggle_events_duplicate_total", "Events answered as duplicates.",
           events_duplicate.load());
   counter("waggle_ingest_batches_total", "Committed ingest transactions.", ingest_batches.load());
+  counter("waggle_channel_ttl_refresh_failures_total",
+          "Batches whose channel TTL refresh failed (events kept; see the server log).",
+          db::ttl_refresh_failures());
   out << "# HELP waggle_events_rejected_total Events rejected, by reason.\n"
          "# TYPE waggle_events_rejected_total counter\n";
   {

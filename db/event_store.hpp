@@ -91,6 +91,11 @@ class batch_unavailable : public pqxx::broken_connection {
   std::vector<write_result> results_;
 };
 
+// Batches whose TTL refresh failed (a WARNING in the server log; the events
+// were kept), since the process started. Exported as a metric: a refresh that
+// keeps failing would let the reaper archive channels still in use.
+uint64_t ttl_refresh_failures();
+
 // Tag values longer than this (bytes) are not indexed in event_tags, so
 // history queries can never match them (filter_limits::max_tag_value_len).
 constexpr size_t max_indexed_tag_value = 256;

@@ -2,6 +2,7 @@
 #include "db/sql_util.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <map>
@@ -65,6 +66,7 @@ using namespace sql;
 
 namespace {
 
+std::atomic<uint64_t> ttl_refresh_failure_count{0};
 
 // The kind predicate of the events_live_coordinate index, repeated verbatim so
 // that the planner can prove the partial index applies.
@@ -292,6 +294,8 @@ std::optional<std::string> malformed(const proto::event& ev) {
 }
 
 }  // namespace
+
+uint64_t ttl_refresh_failures() { return ttl_refresh_failure_count.load(); }
 
 std::string membership_lock_key(int64_t community_id, const std::string& channel) {
   return "waggle_membership:" + std::to_string(community_id) + ":" + channel;
@@ -648,8 +652,11 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
 
   // S5: the TTL refresh, last, so the channel_ttl keys (after replacement and
   // membership in the lock order) are held for the shortest time.
-  if (any_channel)
-    tx.exec_prepared(stmt_ttl, ttl_community.str(), ttl_channel.str());
+  if (any_channel) {
+    auto r = tx.exec_prepared(stmt_ttl, ttl_community.str(), ttl_channel.str());
+    if (!r.empty() && !r[0][0].is_null() && r[0][0].as<int>() < 0)
+      ttl_refresh_failure_count.fetch_add(1, std::memory_order_relaxed);
+  }
 
   finish_aliases();
   return results;

@@ -117,6 +117,13 @@ BEGIN
                                       FROM unnest(p_community, p_channel) AS u(community_id, channel))
      AND c.ttl_seconds IS NOT NULL AND c.archived_at IS NULL AND c.deleted_at IS NULL;
   IF cardinality(ephemeral_channel) > 0 THEN
+    -- Row locks of ephemeral channels in key order, so two batches that
+    -- refresh the same channels never deadlock on them (permanent channels
+    -- are never locked at all).
+    PERFORM 1 FROM channels c
+      WHERE (c.community_id, c.id) IN (SELECT * FROM unnest(ephemeral_community, ephemeral_channel))
+      ORDER BY c.community_id, c.id
+      FOR NO KEY UPDATE;
     UPDATE channels c
        SET ttl_deadline = clock_timestamp() + make_interval(secs => e.ttl)
       FROM unnest(ephemeral_community, ephemeral_channel, ephemeral_ttl) AS e(community_id, id, ttl)

@@ -610,9 +610,12 @@ TEST_F(ChannelLocksTest, FailedRefreshIsAWarningAndTheEventIsStored) {
     tx_t.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                      db::channel_ttl_lock_key(c, ch));
     std::vector<db::write_result> r;
+    auto failures_before = db::ttl_refresh_failures();
     EXPECT_NO_THROW(r = db::write_batch(*conn_e, batch(c, {ev})));
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].outcome, write_outcome::stored) << r[0].reason;
+    // Counted, so the metric shows a refresh that keeps failing.
+    EXPECT_EQ(db::ttl_refresh_failures(), failures_before + 1);
     tx_t.abort();
     notices = collect.text();
   }
