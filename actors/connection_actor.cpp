@@ -1,5 +1,6 @@
 #include "actors/connection_actor.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "actors/log.hpp"
@@ -280,6 +281,24 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
   if (!reply.err.ok())
     return end_subscription(sub_id, reply.err.message());
   auto& sub = subs[sub_id];
+  // Keep only authority both checks granted: the first check's grant has had
+  // every revocation since registration applied; the re-check (after
+  // registration) saw every removal before it. A pubkey or an open channel
+  // absent from either is gone.
+  for (auto& fresh : reply.grants) {
+    auto g = sub.grants.find(fresh.channel);
+    if (g == sub.grants.end())
+      continue;
+    auto& kept = g->second;
+    kept.open = kept.open && fresh.open;
+    std::erase_if(kept.members, [&](const std::string& pk) {
+      return std::find(fresh.members.begin(), fresh.members.end(), pk) == fresh.members.end();
+    });
+  }
+  for (auto& [channel, grant] : sub.grants)
+    if (!grant.open && grant.members.empty())
+      return end_subscription(
+        sub_id, status{ec::restricted, "no longer allowed to read channel " + channel}.message());
   for (auto& raw : reply.raws) {
     sub.history_ids.emplace(id_of_raw(raw));
     send(proto::render_event(sub_id, raw));

@@ -3,6 +3,7 @@
 #include "actors/log.hpp"
 #include "actors/roster_actor.hpp"
 #include "actors/ttl_reaper.hpp"
+#include "messages/proto/nip29.hpp"
 
 namespace waggle {
 
@@ -36,12 +37,46 @@ void after_commit(self_ptr self, int64_t community_id, const event_ptr& ev,
     self->send(roster_for(self, community_id, change.channel), roster_dirty{});
 }
 
+// A command whose outcome we cannot trust to describe what committed: a
+// duplicate (its first copy committed, but whoever sent that may never have
+// heard, e.g. after an in-doubt COMMIT or a restart of this actor) or a
+// failure (it may have committed). Fail closed: revoke whatever access the
+// command could have ended, and republish the channel's state from the
+// database. A revocation that turns out unnecessary only makes a client
+// send its REQ again.
+void after_uncertain(self_ptr self, int64_t community_id, const event_ptr& ev) {
+  namespace nip29 = proto::nip29;
+  auto cmd = nip29::parse_group_command(*ev);
+  if (!cmd)
+    return;
+  auto& st = self->state;
+  switch (cmd->kind) {
+    case nip29::kind_remove_user:
+      for (const auto& u : cmd->users)
+        self->send(st.hub, channel_revoked{community_id, cmd->group, u.pubkey, false});
+      break;
+    case nip29::kind_leave_request:
+      self->send(st.hub, channel_revoked{community_id, cmd->group, ev->pubkey, false});
+      break;
+    case nip29::kind_delete_group:
+      self->send(st.hub, channel_revoked{community_id, cmd->group, "", true});
+      break;
+    case nip29::kind_edit_metadata:
+      if (cmd->is_private.value_or(false))
+        self->send(st.hub, channel_revoked{community_id, cmd->group, "", false});
+      break;
+    default:
+      break;
+  }
+  self->send(roster_for(self, community_id, cmd->group), roster_dirty{});
+}
+
 }  // namespace
 
 group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_state> self,
                                             group_session_actor session, hub_actor hub,
                                             node_env env, std::string database_url,
-                                            caf::timespan reap_interval) {
+                                            caf::timespan reap_interval, bool repair_on_start) {
   auto& st = self->state;
   st.session = std::move(session);
   st.hub = std::move(hub);
@@ -50,6 +85,17 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
   if (!database_url.empty())
     self->spawn<caf::detached + caf::linked>(ttl_reaper_impl, std::move(database_url),
                                              caf::actor_cast<group_actor>(self), reap_interval);
+  if (repair_on_start)
+    // A restart lost the roster actors' pending publications (and maybe a
+    // command's effects between its COMMIT and our reply): republish every
+    // roster that differs from the membership.
+    self->request(st.session, caf::infinite, roster_repair_request{st.env.unix_now()})
+      .then(
+        [self](roster_repair_reply& reply) {
+          if (!reply.events.empty())
+            self->send(self->state.hub, committed_events{std::move(reply.events)});
+        },
+        [](caf::error&) {});
   return {
     [self](group_request& req) -> caf::typed_response_promise<ingest_reply> {
       auto promise = self->make_response_promise<ingest_reply>();
@@ -63,9 +109,13 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
           [self, promise, community_id, ev](group_command_reply& reply) mutable {
             if (reply.result.outcome == db::write_outcome::stored)
               after_commit(self, community_id, ev, reply.change);
+            else if (reply.result.outcome == db::write_outcome::duplicate
+                     || reply.result.outcome == db::write_outcome::failed)
+              after_uncertain(self, community_id, ev);
             promise.deliver(ingest_reply{reply.result.outcome, reply.result.reason});
           },
-          [promise](caf::error&) mutable {
+          [self, promise, community_id, ev](caf::error&) mutable {
+            after_uncertain(self, community_id, ev);
             promise.deliver(ingest_reply{db::write_outcome::failed, "group session unavailable"});
           });
       return promise;

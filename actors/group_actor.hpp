@@ -32,10 +32,11 @@ struct group_state {
 };
 
 // Spawns the TTL reaper (linked) with `database_url` and `reap_interval`
-// (zero: no timer).
+// (zero: no timer). `repair_on_start` (a restart, not the node's first
+// start, whose start-up checks repair) republishes stale rosters at once.
 group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_state> self,
                                             group_session_actor session, hub_actor hub,
                                             node_env env, std::string database_url,
-                                            caf::timespan reap_interval);
+                                            caf::timespan reap_interval, bool repair_on_start);
 
 }  // namespace waggle

@@ -12,32 +12,48 @@ namespace {
 using self_ptr = group_session_actor::stateful_pointer<group_session_state>;
 
 // Runs `fn` on the live connection; a broken connection resets the session
-// and reports ec::unavailable, anything else ec::internal (logged).
+// and reports ec::unavailable, anything else ec::internal (logged). A
+// deadlock or serialization failure rolled the whole transaction back, so
+// it runs again (each function here is one transaction, safe to repeat).
 template <class Fn>
 status with_connection(self_ptr self, const char* what, Fn&& fn) {
-  auto* conn = self->state.session->get();
-  if (!conn)
-    return {ec::unavailable, "database unavailable"};
-  try {
-    fn(*conn);
-    return {};
-  } catch (const pqxx::broken_connection&) {
-    self->state.session->reset();
-    return {ec::unavailable, "database unavailable"};
-  } catch (const pqxx::in_doubt_error&) {
-    self->state.session->reset();
-    return {ec::unavailable, "database unavailable (commit outcome unknown)"};
-  } catch (const pqxx::sql_error& e) {
-    auto state = e.sqlstate();
-    if (state.rfind("22", 0) == 0 || state.rfind("23", 0) == 0)
-      return {ec::invalid, "the database refused this command (SQLSTATE " + state + ")"};
-    log::error("group_session", what, {{"error", e.what()}, {"sqlstate", state}});
-    return {ec::unavailable, "database error"};
-  } catch (const std::exception& e) {
-    if (!conn->is_open())
+  constexpr int attempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    auto* conn = self->state.session->get();
+    if (!conn)
+      return {ec::unavailable, "database unavailable"};
+    try {
+      fn(*conn);
+      return {};
+    } catch (const pqxx::broken_connection&) {
       self->state.session->reset();
-    log::error("group_session", what, {{"error", e.what()}});
-    return {ec::internal, "internal error"};
+      return {ec::unavailable, "database unavailable"};
+    } catch (const pqxx::in_doubt_error&) {
+      self->state.session->reset();
+      return {ec::unavailable, "database unavailable (commit outcome unknown)"};
+    } catch (const pqxx::transaction_rollback& e) {
+      if (attempt < attempts)
+        continue;
+      log::warn("group_session", what,
+                {{"error", e.what()}, {"attempts", std::to_string(attempt)}});
+      return {ec::unavailable, "database busy (deadlock or serialization failure), retry"};
+    } catch (const pqxx::sql_error& e) {
+      auto state = e.sqlstate();
+      if (state == "40001" || state == "40P01") {
+        if (attempt < attempts)
+          continue;
+        return {ec::unavailable, "database busy (deadlock or serialization failure), retry"};
+      }
+      if (state.rfind("22", 0) == 0 || state.rfind("23", 0) == 0)
+        return {ec::invalid, "the database refused this command (SQLSTATE " + state + ")"};
+      log::error("group_session", what, {{"error", e.what()}, {"sqlstate", state}});
+      return {ec::unavailable, "database error"};
+    } catch (const std::exception& e) {
+      if (!conn->is_open())
+        self->state.session->reset();
+      log::error("group_session", what, {{"error", e.what()}});
+      return {ec::internal, "internal error"};
+    }
   }
 }
 
@@ -76,6 +92,8 @@ group_session_impl(group_session_actor::stateful_pointer<group_session_state> se
     [self](roster_repair_request& req) -> roster_repair_reply {
       roster_repair_reply reply;
       reply.err = with_connection(self, "roster repair failed", [&](pqxx::connection& conn) {
+        reply.repaired = 0;  // a retried attempt starts over
+        reply.events.clear();
         for (auto& [community_id, channel] : db::stale_rosters(conn, self->state.signer.pubkey)) {
           auto out = db::publish_roster(conn, community_id, channel, self->state.signer, req.now);
           log::warn("group_session", "repaired a stale roster snapshot",

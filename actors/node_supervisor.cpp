@@ -81,9 +81,10 @@ void spawn_child(self_ptr self, child which) {
     }
     case child::group: {
       auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, st.signer);
-      st.handles.group = sys.spawn(group_actor_impl, session, st.handles.hub, st.env,
-                                   cfg.database_url,
-                                   caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)});
+      st.handles.group = sys.spawn(
+        group_actor_impl, session, st.handles.hub, st.env, cfg.database_url,
+        caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)},
+        st.restarts[static_cast<size_t>(child::group)] > 0);
       watch(self, which, st.handles.group);
       break;
     }

@@ -60,10 +60,12 @@ reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<r
         // hub: a removal that committed since the first check is seen now,
         // and one that commits later reaches the subscription as a
         // channel_revoked through the hub.
-        if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+        auto access = check_access(conn, req.community_id, req.access);
+        if (!access.err.ok()) {
           reply.err = access.err;
           return;
         }
+        reply.grants = std::move(access.grants);
         reply.raws = db::query_events(conn, req.community_id, req.filters, self->state.limits);
       });
     },

@@ -191,6 +191,24 @@ command_outcome apply_group_command(pqxx::connection& conn, int64_t community_id
     out.change.metadata_changed = true;
   }
 
+  if (cmd.kind == nip29::kind_delete_event) {
+    // Before the command's own event is written: that write ends with its
+    // TTL refresh, which locks an ephemeral channel's row, and an ingest
+    // batch locks event rows (NIP-09, replacement) before that same row.
+    // Event rows first, in key order, on both paths.
+    array_literal ids;
+    for (const auto& id : cmd.event_ids)
+      ids.bytea_hex(id);
+    // Only events of this channel: a moderator's reach ends at its border.
+    tx.exec_params(
+      "UPDATE events e SET deleted_at = now() "
+      "  FROM (SELECT x.community_id, x.id FROM events x "
+      "         WHERE x.community_id = $1 AND x.id = ANY($2::bytea[]) AND x.channel = $3 "
+      "           AND x.deleted_at IS NULL ORDER BY x.id FOR UPDATE) AS t "
+      " WHERE e.community_id = t.community_id AND e.id = t.id",
+      community_id, ids.str(), cmd.group);
+  }
+
   write_options opts;
   opts.group_commands_authorized = true;
   auto written = write_events(tx, {ingest_item{community_id, ev}}, opts);
@@ -230,18 +248,8 @@ command_outcome apply_group_command(pqxx::connection& conn, int64_t community_id
       out.change.became_private = channel.view.open && cmd.is_private.value_or(false);
       break;
     }
-    case nip29::kind_delete_event: {
-      array_literal ids;
-      for (const auto& id : cmd.event_ids)
-        ids.bytea_hex(id);
-      // Only events of this channel: a moderator's reach ends at its border.
-      tx.exec_params(
-        "UPDATE events SET deleted_at = now() "
-        " WHERE community_id = $1 AND id = ANY($2::bytea[]) AND channel = $3 "
-        "   AND deleted_at IS NULL",
-        community_id, ids.str(), cmd.group);
-      break;
-    }
+    case nip29::kind_delete_event:
+      break;  // done before the command's own event was written
     case nip29::kind_delete_group:
       tx.exec_params("UPDATE channels SET deleted_at = now() WHERE community_id = $1 AND id = $2",
                      community_id, cmd.group);

@@ -2,6 +2,8 @@
 
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 
 #include <pqxx/except>
 #include <pqxx/result>
@@ -99,6 +101,25 @@ status verify_roster_fence_catalog(pqxx::connection& conn) {
     if (enabled != "O" && enabled != "A")
       return fence_error("trigger waggle_roster_fence on events is disabled (tgenabled '" + enabled +
                          "'" + (enabled == "R" ? ": fires only in replica sessions" : "") + ")");
+    // Its two companions: the same check at COMMIT, and the membership lock
+    // taken by every change of channel_members, whoever makes it.
+    for (const auto& [table, trigger, function] :
+         {std::tuple{"events", "waggle_roster_fence_at_commit", "waggle_roster_fence_at_commit()"},
+          std::tuple{"channel_members", "waggle_membership_change_lock",
+                     "waggle_membership_change_lock()"}}) {
+      auto c = tx.exec_params(
+        "SELECT t.tgenabled::text, t.tgfoid = to_regprocedure($3) FROM pg_trigger t "
+        " WHERE t.tgrelid = to_regclass($1) AND t.tgname = $2 AND NOT t.tgisinternal",
+        table, trigger, function);
+      if (c.empty())
+        return fence_error(std::string("trigger ") + trigger + " on " + table + " is missing");
+      auto state = c[0][0].as<std::string>();
+      if (state != "O" && state != "A")
+        return fence_error(std::string("trigger ") + trigger + " on " + table +
+                           " is disabled (tgenabled '" + state + "')");
+      if (c[0][1].is_null() || !c[0][1].as<bool>())
+        return fence_error(std::string("trigger ") + trigger + " is not bound to " + function);
+    }
     return {};
   } catch (const pqxx::broken_connection& e) {
     return make_status(ec::unavailable,

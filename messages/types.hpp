@@ -94,6 +94,14 @@ struct live_event {
 
 // -- reads --------------------------------------------------------------------
 
+// One channel a subscription may read, and on whose authority: `open` (any
+// authenticated user) and/or the pubkeys that are members.
+struct channel_grant {
+  std::string channel;
+  bool open = false;
+  std::vector<std::string> members;
+};
+
 // The channels a read names in `#h` and the pubkeys the reader proved: the
 // reader session re-checks access (proto::nip29::may_read) before it reads.
 struct read_access {
@@ -110,6 +118,9 @@ struct history_request {
 struct history_reply {
   std::vector<std::string> raws;  // newest first
   status err;
+  // The access re-check's grants (one per channel of the request's access),
+  // so the subscription drops any authority lost before it was registered.
+  std::vector<channel_grant> grants;
 };
 
 struct count_request {
@@ -123,14 +134,6 @@ struct count_request {
 struct access_request {
   int64_t community_id = 0;
   read_access access;
-};
-
-// One channel a subscription may read, and on whose authority: `open` (any
-// authenticated user) and/or the pubkeys that are members.
-struct channel_grant {
-  std::string channel;
-  bool open = false;
-  std::vector<std::string> members;
 };
 
 struct access_reply {
@@ -287,7 +290,7 @@ typename Inspector::result_type inspect(Inspector& f, history_request& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
-  return f(caf::meta::type_name("history_reply"), x.raws, x.err);
+  return f(caf::meta::type_name("history_reply"), x.raws, x.err, x.grants);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_request& x) {

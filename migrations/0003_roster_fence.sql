@@ -27,6 +27,16 @@ BEGIN
   IF jsonb_typeof(doc -> 'tags') IS DISTINCT FROM 'array' THEN
     RETURN 'tags is not an array';
   END IF;
+  -- What clients read is the JSON: its kind and its first d tag must be the
+  -- row's (a row filed under one channel must not carry another's roster).
+  IF (doc ->> 'kind') IS DISTINCT FROM '39002' THEN
+    RETURN 'the JSON is not a kind 39002 event';
+  END IF;
+  IF (SELECT x.t ->> 1 FROM jsonb_array_elements(doc -> 'tags') WITH ORDINALITY AS x(t, n)
+       WHERE jsonb_typeof(x.t) = 'array' AND (x.t ->> 0) = 'd' ORDER BY x.n LIMIT 1)
+     IS DISTINCT FROM p_channel THEN
+    RETURN 'the JSON names another channel in its d tag';
+  END IF;
   FOR t IN SELECT value FROM jsonb_array_elements(doc -> 'tags') LOOP
     IF jsonb_typeof(t) IS DISTINCT FROM 'array' THEN
       RETURN 'a tag is not an array';
@@ -83,6 +93,9 @@ BEGIN
   PERFORM pg_advisory_xact_lock_shared(
     hashtextextended('waggle_membership:' || NEW.community_id || ':' || coalesce(NEW.d_tag, ''), 0));
   why := waggle_roster_mismatch(NEW.community_id, coalesce(NEW.d_tag, ''), NEW.raw);
+  IF why IS NULL AND (NEW.raw::jsonb ->> 'pubkey') IS DISTINCT FROM encode(NEW.pubkey, 'hex') THEN
+    why := 'the JSON is signed by another pubkey than the row says';
+  END IF;
   IF why IS NOT NULL THEN
     RAISE EXCEPTION 'roster snapshot refused for channel %: %', coalesce(NEW.d_tag, ''), why
       USING ERRCODE = 'check_violation';
@@ -90,6 +103,52 @@ BEGIN
   RETURN NEW;
 END
 $$;
+
+-- The same check again at COMMIT, for the rows still live then: a
+-- transaction that changes channel_members after inserting its roster (it
+-- still holds the lock, so nobody else could) is caught here.
+CREATE OR REPLACE FUNCTION waggle_roster_fence_at_commit() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  why text;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM events e
+                  WHERE e.community_id = NEW.community_id AND e.id = NEW.id
+                    AND e.deleted_at IS NULL) THEN
+    RETURN NULL;  -- replaced or deleted before COMMIT
+  END IF;
+  why := waggle_roster_mismatch(NEW.community_id, coalesce(NEW.d_tag, ''), NEW.raw);
+  IF why IS NOT NULL THEN
+    RAISE EXCEPTION 'roster snapshot refused at commit for channel %: %', coalesce(NEW.d_tag, ''), why
+      USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+-- Every change of membership takes the channel's membership lock EXCLUSIVE,
+-- whoever makes it: the relay's commands already hold it (re-entrant, free);
+-- a script changing channel_members directly now waits for any roster
+-- capture or fence check in flight instead of slipping past it.
+CREATE OR REPLACE FUNCTION waggle_membership_change_lock() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP <> 'INSERT' THEN
+    PERFORM pg_advisory_xact_lock(
+      hashtextextended('waggle_membership:' || OLD.community_id || ':' || OLD.channel_id, 0));
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    PERFORM pg_advisory_xact_lock(
+      hashtextextended('waggle_membership:' || NEW.community_id || ':' || NEW.channel_id, 0));
+  END IF;
+  RETURN coalesce(NEW, OLD);
+END
+$$;
+
+DROP TRIGGER IF EXISTS waggle_membership_change_lock ON channel_members;
+CREATE TRIGGER waggle_membership_change_lock
+  BEFORE INSERT OR UPDATE OR DELETE ON channel_members
+  FOR EACH ROW EXECUTE FUNCTION waggle_membership_change_lock();
 
 -- INSERT, and any UPDATE that could make a stale roster live again (an
 -- "undelete", a rewrite of its JSON, a move to another channel or kind).
@@ -99,3 +158,10 @@ CREATE TRIGGER waggle_roster_fence
   BEFORE INSERT OR UPDATE OF raw, deleted_at, d_tag, kind, community_id ON events
   FOR EACH ROW WHEN (NEW.kind = 39002 AND NEW.deleted_at IS NULL)
   EXECUTE FUNCTION waggle_roster_fence();
+
+DROP TRIGGER IF EXISTS waggle_roster_fence_at_commit ON events;
+CREATE CONSTRAINT TRIGGER waggle_roster_fence_at_commit
+  AFTER INSERT OR UPDATE OF raw, deleted_at, d_tag, kind, community_id ON events
+  DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW WHEN (NEW.kind = 39002 AND NEW.deleted_at IS NULL)
+  EXECUTE FUNCTION waggle_roster_fence_at_commit();

@@ -185,9 +185,12 @@ TEST_F(startup_fence, start_up_repairs_a_truncated_roster) {
   {
     auto conn = db_->connect();
     pqxx::work tx{*conn};
-    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence");
+    // An old relay without the fence: neither of its triggers.
+    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence, "
+            "DISABLE TRIGGER waggle_roster_fence_at_commit");
     db::write_events(tx, {db::ingest_item{1, std::make_shared<const proto::event>(capped)}});
-    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence");
+    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence, "
+            "ENABLE TRIGGER waggle_roster_fence_at_commit");
     tx.commit();
   }
   {

@@ -981,9 +981,12 @@ TEST_F(GroupStoreTest, RosterOf1501MembersIsPublishedWholeAndRepairedAfterATrunc
   ASSERT_EQ(p_tag_count(capped), 1000u);
   {
     pqxx::work tx(conn());
-    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence");
+    // An old relay without the fence: neither of its triggers.
+    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence, "
+            "DISABLE TRIGGER waggle_roster_fence_at_commit");
     auto res = db::write_events(tx, {db::ingest_item{c, ptr(capped)}});
-    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence");
+    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence, "
+            "ENABLE TRIGGER waggle_roster_fence_at_commit");
     tx.commit();
     ASSERT_EQ(res.at(0).outcome, write_outcome::stored) << res.at(0).reason;
   }

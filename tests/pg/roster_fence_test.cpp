@@ -496,9 +496,11 @@ TEST_F(RosterFenceTest, StaleRostersListsMissingAndTruncatedHeadsOfLiveChannels)
     pqxx::work tx(conn());
     // A head that lost a member, written past the fence (as a restore or an
     // old node before 0003 could have).
-    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence");
+    tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence, "
+            "DISABLE TRIGGER waggle_roster_fence_at_commit");
     insert_roster(tx, c, "truncated", relay, roster_tags("truncated", {{pk(41), "owner"}}));
-    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence");
+    tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence, "
+            "ENABLE TRIGGER waggle_roster_fence_at_commit");
     tx.exec_params("UPDATE events SET deleted_at = now() WHERE community_id = $1 AND id = decode($2, 'hex')",
                    c, deleted_head);
     tx.exec_params("UPDATE channels SET deleted_at = now() WHERE community_id = $1 AND id = 'deleted'", c);

