@@ -80,6 +80,11 @@ class connection_channels_test : public actor_test {
     caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws));
     run();
   }
+  // The real reader answers a REQ naming channels with its re-check's grants.
+  void answer_history(std::vector<std::string> raws, std::vector<channel_grant> grants) {
+    caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws), std::move(grants));
+    run();
+  }
   // An event committed in channel `ch`, straight into the real hub.
   proto::event commit_post(const std::string& ch, const std::string& text) {
     auto ev = make_event(bob_sk, 9, {{"h", ch}}, text);
@@ -223,6 +228,70 @@ TEST_F(connection_channels_test, typing_in_a_channel_needs_membership) {
   auto frames = sink->take();
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_NE(frames[0].find(",false,\"restricted:"), std::string::npos) << frames[0];
+}
+
+// Regressions from the red-team review: a revocation that reaches the hub
+// while a REQ's access check is in flight reaches nobody, so the first
+// check's grant can be stale; the history re-check's grants narrow it.
+// Interleaving (channel "ops" is open, alice is a member):
+//  1. alice: REQ s {#h:[ops]}            -> access_request (reader reads: open, alice member)
+//  2. owner: 9002 ops private, COMMIT    -> group actor -> hub: channel_revoked(ops, "")
+//     The hub knows no subscription of alice's connection yet: the revocation
+//     reaches nobody.
+//  3. the access reply (read in 1, before 2 committed) arrives: grant {open, [alice]}
+//  4. hub_subscribe, hub_ack, history_request: the reader re-checks: ops is
+//     private and alice a member -> allowed (the grant is NOT refreshed)
+//  5. owner: 9001 remove alice, COMMIT -> hub: channel_revoked(ops, alice) BEFORE the OK.
+//     The connection erases alice from grant.members; grant.open is still
+//     (wrongly) true -> the subscription stays.
+//  6. bob posts in ops after the removal's OK -> delivered to alice. Claim 5 says never.
+TEST_F(connection_channels_test, E1_a_revocation_lost_during_the_access_check_is_caught_by_the_recheck) {
+  auto conn = open_alice();
+  send(conn, R"(["REQ","s",{"#h":["ops"]}])");
+  ASSERT_EQ(reader_log->access_requests.size(), 1u);
+  revoke({1, "ops", "", false});                 // 2. became private
+  answer_access({{{"ops", true, {alice}}}, {}});  // 3. stale, read before step 2 committed
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  answer_history({}, {{"ops", false, {alice}}});  // 4. re-check: private now, alice a member
+  ASSERT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("s")});
+  revoke({1, "ops", alice, false});               // 5. alice removed from the private channel
+  auto frames_after_removal = sink->take();
+  auto leaked = commit_post("ops", "secret, posted after alice's removal was acknowledged");
+  auto frames = sink->take();
+  EXPECT_EQ(frames_after_removal.size(), 1u)
+    << "no CLOSED restricted after alice's removal from the (now private) channel";
+  EXPECT_TRUE(frames.empty()) << "alice, removed from private channel ops, received: "
+                              << (frames.empty() ? std::string() : frames[0]);
+}
+
+// The same loss with two pubkeys on one connection and no channel change
+// besides removals: the revocation of bob reaches the connection before the
+// access reply (the connection is known to the hub through another
+// subscription) and is ignored; the stale grant keeps bob.
+TEST_F(connection_channels_test, E1b_two_pubkeys_the_stale_grant_ends_after_both_removals) {
+  auto conn = open_alice();
+  auto auth_bob = make_event(bob_sk, 22242, {{"relay", "ws://chat.example/"}, {"challenge", "challenge-1"}});
+  send(conn, "[\"AUTH\"," + auth_bob.raw + "]");
+  sink->take();
+  const std::string bob = proto::pubkey_of(bob_sk);
+  send(conn, R"(["REQ","other",{"kinds":[1]}])");  // makes the hub know this connection
+  answer_history({}, {});
+  sink->take();
+  send(conn, R"(["REQ","s",{"#h":["ops"]}])");  // ops: private; alice and bob members
+  ASSERT_EQ(reader_log->access_requests.size(), 1u);
+  revoke({1, "ops", bob, false});                        // bob removed; reaches the connection first
+  answer_access({{{"ops", false, {alice, bob}}}, {}});   // read before the removal committed
+  answer_history({}, {{"ops", false, {alice}}});        // re-check: only alice is a member
+  sink->take();
+  revoke({1, "ops", alice, false});  // alice removed too: nobody on this connection is a member
+  auto closed = sink->take();
+  auto leaked = make_event(relay_sk, 9, {{"h", "ops"}}, "after both removals");
+  caf::anon_send(hub, committed_events{{db::ingest_item{1, std::make_shared<const proto::event>(leaked)}}});
+  run();
+  auto frames = sink->take();
+  EXPECT_EQ(closed.size(), 1u) << "the subscription was not ended after both members were removed";
+  EXPECT_TRUE(frames.empty()) << "received after both removals: "
+                              << (frames.empty() ? std::string() : frames[0]);
 }
 
 }  // namespace

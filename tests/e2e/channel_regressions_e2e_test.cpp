@@ -1,12 +1,6 @@
 // Regressions from the independent red-team review of docs/channels.md:
 //
-//  E1 (access): a revocation that reaches the hub while a REQ's access check
-//     is in flight reaches nobody; the grant the first check returned can be
-//     stale. The history re-check (after registration) now returns its grants
-//     and the subscription keeps only authority both checks granted, so a
-//     later removal ends it. Deterministic under test_coordinator (real hub,
-//     real connection actor, a fake reader answering what the real one would
-//     answer at that moment).
+//  (E1, the stale grant, lives in tests/actors/connection_channels_test.cpp.)
 //
 //  E2 (side effects of an in-doubt command): a removal whose COMMIT succeeded
 //     but whose outcome the group session could not read (the connection
@@ -44,12 +38,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// ---- E1 --------------------------------------------------------------------------------
-
 constexpr int64_t t0 = 1'700'000'000;
-const std::string alice_sk(64, '1');
-const std::string bob_sk(64, '2');
-const std::string relay_sk(64, '9');
 
 proto::event make_ev(const std::string& sk, int32_t kind, std::vector<proto::tag> tags = {},
                      std::string content = "", int64_t at = t0) {
@@ -60,134 +49,6 @@ proto::event make_ev(const std::string& sk, int32_t kind, std::vector<proto::tag
   ev.created_at = at;
   proto::sign(ev, sk);
   return ev;
-}
-
-class channel_access_regression : public waggle::testing::actor_test {
- protected:
-  channel_access_regression() {
-    ingest_raw = spawn(waggle::testing::fake_ingest, ingest_log);
-    reader_raw = spawn(waggle::testing::fake_reader, reader_log);
-    group_raw = spawn(waggle::testing::fake_group, group_log);
-    hub = spawn(fanout_hub_impl, test_env());
-    run();
-  }
-  ~channel_access_regression() override {
-    ingest_log->held_requests.clear();
-    reader_log->held_requests.clear();
-    reader_log->access_requests.clear();
-    group_log->held_requests.clear();
-  }
-  connection_actor open_alice() {
-    connection_settings settings;
-    settings.community_id = 1;
-    settings.host = "chat.example";
-    settings.relay_pubkey = proto::pubkey_of(relay_sk);
-    sink = std::make_shared<waggle::testing::recording_sink>();
-    auto conn = spawn(connection_actor_impl, settings,
-                      connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
-                                       caf::actor_cast<reader_actor>(reader_raw),
-                                       caf::actor_cast<group_actor>(group_raw)},
-                      test_env(t0), sink);
-    run();
-    auto auth = make_ev(alice_sk, 22242, {{"relay", "ws://chat.example/"}, {"challenge", "challenge-1"}});
-    send(conn, "[\"AUTH\"," + auth.raw + "]");
-    sink->take();
-    return conn;
-  }
-  void send(const connection_actor& conn, std::string text) {
-    caf::anon_send(conn, socket_frame{std::move(text)});
-    run();
-  }
-  void answer_access(access_reply reply) {
-    caf::anon_send(reader_raw, caf::atom("access"), std::move(reply));
-    run();
-  }
-  void answer_history(std::vector<std::string> raws, std::vector<channel_grant> grants) {
-    caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws), std::move(grants));
-    run();
-  }
-  proto::event commit_post(const std::string& ch, const std::string& text) {
-    auto ev = make_ev(bob_sk, 9, {{"h", ch}}, text);
-    caf::anon_send(hub, committed_events{{db::ingest_item{1, std::make_shared<const proto::event>(ev)}}});
-    run();
-    return ev;
-  }
-  void revoke(channel_revoked msg) {
-    caf::anon_send(hub, std::move(msg));
-    run();
-  }
-
-  std::shared_ptr<waggle::testing::fake_ingest_log> ingest_log =
-    std::make_shared<waggle::testing::fake_ingest_log>();
-  std::shared_ptr<waggle::testing::fake_reader_log> reader_log =
-    std::make_shared<waggle::testing::fake_reader_log>();
-  std::shared_ptr<waggle::testing::fake_group_log> group_log =
-    std::make_shared<waggle::testing::fake_group_log>();
-  caf::actor ingest_raw, reader_raw, group_raw;
-  hub_actor hub;
-  std::shared_ptr<waggle::testing::recording_sink> sink;
-  const std::string alice = proto::pubkey_of(alice_sk);
-};
-
-// Interleaving (channel "ops" is open, alice is a member):
-//  1. alice: REQ s {#h:[ops]}            -> access_request (reader reads: open, alice member)
-//  2. owner: 9002 ops private, COMMIT    -> group actor -> hub: channel_revoked(ops, "")
-//     The hub knows no subscription of alice's connection yet: the revocation
-//     reaches nobody.
-//  3. the access reply (read in 1, before 2 committed) arrives: grant {open, [alice]}
-//  4. hub_subscribe, hub_ack, history_request: the reader re-checks: ops is
-//     private and alice a member -> allowed (the grant is NOT refreshed)
-//  5. owner: 9001 remove alice, COMMIT -> hub: channel_revoked(ops, alice) BEFORE the OK.
-//     The connection erases alice from grant.members; grant.open is still
-//     (wrongly) true -> the subscription stays.
-//  6. bob posts in ops after the removal's OK -> delivered to alice. Claim 5 says never.
-TEST_F(channel_access_regression, E1_a_revocation_lost_during_the_access_check_is_caught_by_the_recheck) {
-  auto conn = open_alice();
-  send(conn, R"(["REQ","s",{"#h":["ops"]}])");
-  ASSERT_EQ(reader_log->access_requests.size(), 1u);
-  revoke({1, "ops", "", false});                 // 2. became private
-  answer_access({{{"ops", true, {alice}}}, {}});  // 3. stale, read before step 2 committed
-  ASSERT_EQ(reader_log->held_requests.size(), 1u);
-  answer_history({}, {{"ops", false, {alice}}});  // 4. re-check: private now, alice a member
-  ASSERT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("s")});
-  revoke({1, "ops", alice, false});               // 5. alice removed from the private channel
-  auto frames_after_removal = sink->take();
-  auto leaked = commit_post("ops", "secret, posted after alice's removal was acknowledged");
-  auto frames = sink->take();
-  EXPECT_EQ(frames_after_removal.size(), 1u)
-    << "no CLOSED restricted after alice's removal from the (now private) channel";
-  EXPECT_TRUE(frames.empty()) << "alice, removed from private channel ops, received: "
-                              << (frames.empty() ? std::string() : frames[0]);
-}
-
-// The same loss with two pubkeys on one connection and no channel change
-// besides removals: the revocation of bob reaches the connection before the
-// access reply (the connection is known to the hub through another
-// subscription) and is ignored; the stale grant keeps bob.
-TEST_F(channel_access_regression, E1b_two_pubkeys_the_stale_grant_ends_after_both_removals) {
-  auto conn = open_alice();
-  auto auth_bob = make_ev(bob_sk, 22242, {{"relay", "ws://chat.example/"}, {"challenge", "challenge-1"}});
-  send(conn, "[\"AUTH\"," + auth_bob.raw + "]");
-  sink->take();
-  const std::string bob = proto::pubkey_of(bob_sk);
-  send(conn, R"(["REQ","other",{"kinds":[1]}])");  // makes the hub know this connection
-  answer_history({}, {});
-  sink->take();
-  send(conn, R"(["REQ","s",{"#h":["ops"]}])");  // ops: private; alice and bob members
-  ASSERT_EQ(reader_log->access_requests.size(), 1u);
-  revoke({1, "ops", bob, false});                        // bob removed; reaches the connection first
-  answer_access({{{"ops", false, {alice, bob}}}, {}});   // read before the removal committed
-  answer_history({}, {{"ops", false, {alice}}});        // re-check: only alice is a member
-  sink->take();
-  revoke({1, "ops", alice, false});  // alice removed too: nobody on this connection is a member
-  auto closed = sink->take();
-  auto leaked = make_ev(relay_sk, 9, {{"h", "ops"}}, "after both removals");
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, std::make_shared<const proto::event>(leaked)}}});
-  run();
-  auto frames = sink->take();
-  EXPECT_EQ(closed.size(), 1u) << "the subscription was not ended after both members were removed";
-  EXPECT_TRUE(frames.empty()) << "received after both removals: "
-                              << (frames.empty() ? std::string() : frames[0]);
 }
 
 // ---- E2 --------------------------------------------------------------------------------

@@ -566,27 +566,6 @@ TEST_F(ChannelLocksTest, TtlCommandChangesTheTtlAndTheDeadline) {
 // ---- 4. a refresh failure never rejects the event ------------------------------------
 
 // Collects the notices (warnings) a connection receives.
-class notice_collector : public pqxx::errorhandler {
- public:
-  explicit notice_collector(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
-  bool operator()(const char msg[]) noexcept override {
-    try {
-      std::lock_guard lk(m_);
-      text_ += msg;
-    } catch (...) {
-    }
-    return false;
-  }
-  std::string text() {
-    std::lock_guard lk(m_);
-    return text_;
-  }
-
- private:
-  std::mutex m_;
-  std::string text_;
-};
-
 TEST_F(ChannelLocksTest, FailedRefreshIsAWarningAndTheEventIsStored) {
   auto c = community();
   const std::string ch = "flaky";

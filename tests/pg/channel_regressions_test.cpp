@@ -55,27 +55,6 @@ std::string describe(const std::exception& e) {
   return e.what();
 }
 
-class notice_collector : public pqxx::errorhandler {
- public:
-  explicit notice_collector(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
-  bool operator()(const char msg[]) noexcept override {
-    try {
-      std::lock_guard lk(m_);
-      text_ += msg;
-    } catch (...) {
-    }
-    return false;
-  }
-  std::string text() {
-    std::lock_guard lk(m_);
-    return text_;
-  }
-
- private:
-  std::mutex m_;
-  std::string text_;
-};
-
 // The locktype backend `pid` waits for ("" when none).
 std::string awaited_locktype(pqxx::connection& observer, int pid) {
   pqxx::nontransaction tx(observer);

@@ -22,10 +22,12 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <pqxx/errorhandler>
 #include <pqxx/pqxx>
 
 #include "db/community_store.hpp"
@@ -218,6 +220,29 @@ inline const char* outcome_name(db::write_outcome o) {
   }
   return "?";
 }
+
+// Collects the notices (WARNINGs included) a connection receives while it
+// lives, e.g. what a PL/pgSQL RAISE WARNING reports.
+class notice_collector : public pqxx::errorhandler {
+ public:
+  explicit notice_collector(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
+  bool operator()(const char msg[]) noexcept override {
+    try {
+      std::lock_guard lk(m_);
+      text_ += msg;
+    } catch (...) {
+    }
+    return false;
+  }
+  std::string text() {
+    std::lock_guard lk(m_);
+    return text_;
+  }
+
+ private:
+  std::mutex m_;
+  std::string text_;
+};
 
 // Polls `cond` until true or `timeout`; true when it became true.
 inline bool eventually(const std::function<bool()>& cond,
