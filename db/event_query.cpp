@@ -39,7 +39,11 @@ class params {
  public:
   std::string add(std::string v) {
     values_.push_back(std::move(v));
-    return "$" + std::to_string(values_.size());
+    // Appended, not "$" + string: GCC 12 warns (-Wrestrict, a false positive)
+    // on operator+(const char*, string&&) in optimised builds.
+    std::string placeholder = "$";
+    placeholder += std::to_string(values_.size());
+    return placeholder;
   }
   const std::vector<std::string>& values() const { return values_; }
 
@@ -307,7 +311,9 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
       continue;
     if (!unioned.empty())
       unioned += " UNION ALL ";
-    unioned += "(" + ids_sql(p, ps, community) + ")";
+    unioned += '(';
+    unioned += ids_sql(p, ps, community);
+    unioned += ')';
   }
   if (unioned.empty())
     return 0;
