@@ -301,10 +301,16 @@ wg_wait_ready() {
   return 1
 }
 
+# Below the kernel's ephemeral range: a port picked inside it can be taken,
+# between the pick and the relay's bind, by any outgoing connection (the
+# relay's own connections to PostgreSQL included), and the bind then fails.
 wg_free_port() {
-  local p _
+  local p _ low=32768 span
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+  span=$((low - 20000))
+  ((span > 1000)) || span=10000
   for _ in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % span))
     wg_port_busy "$p" || { echo "$p"; return 0; }
   done
   return 1

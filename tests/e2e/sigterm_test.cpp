@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 
 #include "gateway/ws_client.hpp"
+#include "tests/e2e/free_port.hpp"
 #include "messages/proto/event.hpp"
 #include "tests/pg/pg_fixture.hpp"
 
@@ -24,11 +25,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-uint16_t free_port() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor a{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
-  return a.local_endpoint().port();
-}
+using e2e::free_port;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(

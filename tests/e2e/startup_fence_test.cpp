@@ -20,6 +20,7 @@
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "gateway/ws_client.hpp"
+#include "tests/e2e/free_port.hpp"
 #include "tests/pg/pg_fixture.hpp"
 
 extern char** environ;
@@ -29,11 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-uint16_t free_port() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor a{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
-  return a.local_endpoint().port();
-}
+using e2e::free_port;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in{p};
