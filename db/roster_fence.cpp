@@ -186,8 +186,12 @@ status probe_roster_fence(pqxx::connection& conn) {
       // libpqxx 6.4 issues a subtransaction's SAVEPOINT lazily, from
       // exec() only: exec_params() bypasses it, so the first statement here
       // must be a plain exec() (the values are our own integer and hex).
-      sub.exec("UPDATE events SET deleted_at = now() WHERE community_id = " + std::to_string(cid) +
-               " AND id = decode(" + sub.quote(canonical_id) + ", 'hex')");
+      std::string soft_delete = "UPDATE events SET deleted_at = now() WHERE community_id = ";
+      soft_delete += std::to_string(cid);
+      soft_delete += " AND id = decode('";
+      soft_delete += canonical_id;  // our own random hex: nothing to quote
+      soft_delete += "', 'hex')";
+      sub.exec(soft_delete);
       try {
         insert_roster(sub, cid, random_hex(32), relay, "[" + d_tag + "]");
         stale_inserted = true;

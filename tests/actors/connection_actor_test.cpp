@@ -71,7 +71,7 @@ class connection_test : public actor_test {
     settings.max_subscriptions = max_subscriptions;
     auto sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
-                            connection_peers{ingest, hub, reader}, test_env(now), sink);
+                            connection_peers{ingest, hub, reader, {}}, test_env(now), sink);
     sinks.push_back(sink);
     run();
     return conn;
@@ -222,7 +222,7 @@ TEST_F(connection_test, outcomes_render_as_nip01_ok_messages) {
     {db::write_outcome::failed, R"(,false,"error: database unavailable")"},
   };
   for (auto& [outcome, expected] : outcomes) {
-    auto ev = make_event(alice_sk, 1, "x" + std::to_string(static_cast<int>(outcome)));
+    auto ev = make_event(alice_sk, 1, std::string("x").append(std::to_string(static_cast<int>(outcome))));
     send(conn, frame("EVENT", ev.raw));
     commit_next(outcome, outcome == db::write_outcome::rejected ? "poison" : "");
     auto frames = sinks[0]->take();
@@ -503,7 +503,7 @@ TEST_F(ordering_test, history_is_queried_only_after_the_hub_acknowledges) {
   settings.host = "chat.example";
   auto sink = std::make_shared<recording_sink>();
   auto conn = spawn(connection_actor_impl, settings,
-                    connection_peers{ingest, caf::actor_cast<hub_actor>(slow_hub_raw), reader},
+                    connection_peers{ingest, caf::actor_cast<hub_actor>(slow_hub_raw), reader, {}},
                     test_env(now), sink);
   run();
   send(conn, auth_frame(alice_sk, "challenge-1"));

@@ -127,7 +127,7 @@ TEST_F(ingest_test, batches_are_capped) {
   publish(event_with("first"));
   ingest_settings defaults;
   for (size_t i = 0; i < defaults.max_batch + 5; ++i)
-    publish(event_with("q" + std::to_string(i)));
+    publish(event_with(std::string("q").append(std::to_string(i))));
   caf::anon_send(writer_raw, caf::atom("commit"));
   run();
   ASSERT_EQ(writer_log->batches.size(), 1u);

@@ -249,7 +249,7 @@ TEST_F(GatewayTest, WebSocketRoundTrip) {
   EXPECT_EQ(*reply, R"(echo:["REQ","a",{}])");
   // Several frames in order.
   for (int i = 0; i < 50; ++i)
-    ASSERT_TRUE(c.send_text("m" + std::to_string(i)));
+    ASSERT_TRUE(c.send_text(std::string("m").append(std::to_string(i))));
   for (int i = 0; i < 50; ++i) {
     auto r = c.read_text(5s);
     ASSERT_TRUE(r);

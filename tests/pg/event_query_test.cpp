@@ -416,8 +416,10 @@ TEST_F(QueryTest, RandomFiltersAgreeWithTheMatcher) {
       }
     }
     std::string label = "round " + std::to_string(round) + ":";
-    for (const auto& f : fs)
-      label += " " + proto::to_json(f);
+    for (const auto& f : fs) {
+      label += ' ';
+      label += proto::to_json(f);
+    }
     check(fs, label);
     if (HasFailure())
       break;
