@@ -26,7 +26,7 @@
 
 #include "db/group_store.hpp"
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/pg/channel_fixture.hpp"
 
 namespace waggle::proto::nip29 {
 // Roles by name in failure messages (rosters are maps pubkey -> role).
@@ -42,22 +42,6 @@ using db::write_outcome;
 
 // Bounded waits: failure detectors only, never what a test asserts on.
 constexpr auto detector_timeout = 30s;
-
-std::string pk(int n) { return proto::pubkey_of(secret(n)); }
-
-// A fresh created_at for every command, so no two commands share an id.
-int64_t fresh_time() {
-  static std::atomic<int64_t> n{0};
-  return static_cast<int64_t>(std::time(nullptr)) - 100000 + n++;
-}
-
-proto::event command(int signer, int32_t kind, std::vector<proto::tag> tags) {
-  return make_event(signer, kind, fresh_time(), std::move(tags));
-}
-
-proto::event post(int author, const std::string& channel, const std::string& text) {
-  return make_event(author, 9, fresh_time(), {{"h", channel}}, text);
-}
 
 db::command_outcome apply(pqxx::connection& c, int64_t community_id, const proto::event& ev) {
   return db::apply_group_command(c, community_id, ptr(ev));

@@ -25,7 +25,7 @@
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/pg/channel_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {
@@ -33,21 +33,6 @@ namespace {
 namespace nip29 = proto::nip29;
 using namespace std::chrono_literals;
 using db::write_outcome;
-
-std::string pk(int n) { return proto::pubkey_of(secret(n)); }
-
-int64_t fresh_time() {
-  static std::atomic<int64_t> n{0};
-  return static_cast<int64_t>(std::time(nullptr)) - 200000 + n++;
-}
-
-proto::event command(int signer, int32_t kind, std::vector<proto::tag> tags) {
-  return make_event(signer, kind, fresh_time(), std::move(tags));
-}
-
-proto::event post(int author, const std::string& channel, const std::string& text) {
-  return make_event(author, 9, fresh_time(), {{"h", channel}}, text);
-}
 
 std::string describe(const std::exception& e) {
   if (auto* s = dynamic_cast<const pqxx::sql_error*>(&e))
