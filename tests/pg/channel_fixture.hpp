@@ -4,6 +4,8 @@
 // commands and channel posts by the test signers of pg_fixture.hpp.
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -28,6 +30,30 @@ inline proto::event command(int signer, int32_t kind, std::vector<proto::tag> ta
 
 inline proto::event post(int author, const std::string& channel, const std::string& text) {
   return make_event(author, 9, fresh_time(), {{"h", channel}}, text);
+}
+
+// The locktype backend `pid` waits for ("" when it waits for none).
+inline std::string awaited_locktype(pqxx::connection& observer, int pid) {
+  pqxx::nontransaction tx(observer);
+  auto r = tx.exec_params("SELECT locktype FROM pg_locks WHERE pid = $1 AND NOT granted LIMIT 1", pid);
+  return r.empty() ? std::string() : r[0][0].as<std::string>();
+}
+
+// Polls until backend `pid` waits for a lock (returns its locktype) or its
+// worker has finished (returns "finished"); "" after `timeout`, a failure
+// detector only, never what a test asserts on.
+inline std::string wait_for_locktype(pqxx::connection& observer, int pid,
+                                     const std::atomic<bool>& finished,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto t = awaited_locktype(observer, pid); !t.empty())
+      return t;
+    if (finished)
+      return "finished";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return "";
 }
 
 }  // namespace waggle::pgtest

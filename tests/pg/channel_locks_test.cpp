@@ -85,27 +85,6 @@ struct open_on_exit {
   ~open_on_exit() { g.open(); }
 };
 
-// The locktype of a lock that backend `pid` is waiting for ("" when none).
-std::string awaited_locktype(pqxx::connection& observer, int pid) {
-  pqxx::nontransaction tx(observer);
-  auto r = tx.exec_params("SELECT locktype FROM pg_locks WHERE pid = $1 AND NOT granted LIMIT 1", pid);
-  return r.empty() ? std::string() : r[0][0].as<std::string>();
-}
-
-// Polls until backend `pid` waits for a lock (returns its locktype) or its
-// worker has finished (returns "finished"); "" after the detector timeout.
-std::string wait_until_blocked(pqxx::connection& observer, int pid, const std::atomic<bool>& finished) {
-  auto until = std::chrono::steady_clock::now() + detector_timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (auto t = awaited_locktype(observer, pid); !t.empty())
-      return t;
-    if (finished)
-      return "finished";
-    std::this_thread::sleep_for(5ms);
-  }
-  return "";
-}
-
 // Mode of the advisory lock on hashtextextended(key, 0) that `pid` holds or
 // awaits, with its granted flag, e.g. "ExclusiveLock waiting"; "" when none.
 // A bigint advisory key is classid = high 32 bits, objid = low 32 bits.
@@ -257,7 +236,7 @@ class ChannelLocksTest : public PgTest {
         }
         m_done = true;
       });
-      const auto blocked = wait_until_blocked(conn(), pid_m, m_done);
+      const auto blocked = wait_for_locktype(conn(), pid_m, m_done);
       EXPECT_EQ(blocked, "advisory") << "M's membership change did not wait for P's capture "
                                         "(\"finished\": it ran while P held its snapshot)";
       if (blocked == "advisory") {
@@ -492,7 +471,7 @@ TEST_F(ChannelLocksTest, EventWaitsForATtlChangeAndRefreshesWithTheNewTtl) {
   });
 
   // No ASSERT until E is joined: it may be blocked on T's key.
-  const auto blocked = wait_until_blocked(conn(), pid_e, e_done);
+  const auto blocked = wait_for_locktype(conn(), pid_e, e_done);
   EXPECT_EQ(blocked, "advisory") << "E's refresh did not wait for the TTL change";
   if (blocked == "advisory") {
     EXPECT_EQ(advisory_lock_on(conn(), pid_e, db::channel_ttl_lock_key(c, ch)), "ShareLock waiting");

@@ -40,26 +40,6 @@ std::string describe(const std::exception& e) {
   return e.what();
 }
 
-// The locktype backend `pid` waits for ("" when none).
-std::string awaited_locktype(pqxx::connection& observer, int pid) {
-  pqxx::nontransaction tx(observer);
-  auto r = tx.exec_params("SELECT locktype FROM pg_locks WHERE pid = $1 AND NOT granted LIMIT 1", pid);
-  return r.empty() ? std::string() : r[0][0].as<std::string>();
-}
-
-std::string wait_for_locktype(pqxx::connection& observer, int pid, const std::atomic<bool>& done,
-                              std::chrono::milliseconds timeout = 20s) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (auto t = awaited_locktype(observer, pid); !t.empty())
-      return t;
-    if (done)
-      return "finished";
-    std::this_thread::sleep_for(5ms);
-  }
-  return "";
-}
-
 class ChannelRegressionTest : public PgTest {
  protected:
   void make_channel(int64_t c, const std::string& ch, int owner, const std::vector<int>& members,
