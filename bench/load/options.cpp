@@ -1,0 +1,209 @@
+#include "bench/load/options.hpp"
+
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+namespace waggle::bench {
+
+const char* to_string(workload w) {
+  switch (w) {
+    case workload::publish: return "publish";
+    case workload::chat: return "chat";
+    case workload::history: return "history";
+    case workload::fanout: return "fanout";
+    case workload::idle: return "idle";
+  }
+  return "?";
+}
+
+std::string usage() {
+  return R"(usage:
+  waggle-load run [options]        drive a relay and report (JSON, markdown)
+  waggle-load seed [options]       fill a community with channel history (for --workload history)
+  waggle-load summarize FILE...    medians of several runs' JSON [--json F] [--markdown F] [--label L]
+                                   [--get PATH]... prints just those medians, e.g. latency_ms/p50
+
+run options:
+  --url ws://HOST:PORT       relay (default ws://127.0.0.1:7777)
+  --host NAME                Host header, i.e. the community (default: the URL's host:port)
+  --workload W               publish | chat | history | fanout | idle (default publish)
+  --connections N            publishing / querying / idle connections (default 1)
+  --in-flight W              closed loop: events or REQs outstanding per connection (default 1)
+  --rate R                   open loop: events/s over all connections (default: closed loop)
+  --duration S               seconds of load (default 10)
+  --events N                 closed loop: events signed before the clock starts
+  --channels K               chat, fanout: channels created for the run (default 4)
+  --mention-share F          chat: share of posts with a p-tag mention of a member (default 0.2)
+  --subscribers M            live subscribers to the channels (fanout; also chat, publish)
+  --content-bytes B          content size (default 200)
+  --channel-prefix P         history: query the channels `seed` made with this prefix
+  --database-url URL         report net commits per accepted message (pg_stat_database)
+  --control-seconds S        idle control window for the commit count (default: the run's)
+  --relay-pid PID            report the relay's RSS at the end of the run
+  --threads T                the tool's io threads (default 1)
+  --label TEXT               a name for this run in the report
+  --json FILE, --markdown FILE
+  --no-progress              no progress line on stderr
+
+seed options:
+  --url, --host (the relay, for creating channels), --database-url URL (required),
+  --events N (1000000), --channels K (20), --authors A (50), --content-bytes B (200),
+  --channel-prefix P (hist), --threads T (2)
+)";
+}
+
+namespace {
+
+using setter = std::function<void(const std::string&)>;
+
+size_t to_size(const std::string& v) {
+  size_t used = 0;
+  auto n = std::stoull(v, &used);
+  if (used != v.size())
+    throw std::invalid_argument(v);
+  return static_cast<size_t>(n);
+}
+
+double to_double(const std::string& v) {
+  size_t used = 0;
+  auto d = std::stod(v, &used);
+  if (used != v.size())
+    throw std::invalid_argument(v);
+  return d;
+}
+
+// Applies --flag value / --flag=value pairs; anything else is an error,
+// except positional arguments when `positional` is given.
+std::string apply(std::vector<std::string>& args, const std::map<std::string, setter>& flags,
+                  const std::map<std::string, std::function<void()>>& switches,
+                  std::vector<std::string>* positional = nullptr) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto a = args[i];
+    if (auto s = switches.find(a); s != switches.end()) {
+      s->second();
+      continue;
+    }
+    std::string value;
+    auto eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (flags.count(a)) {
+      if (i + 1 >= args.size())
+        return a + " needs a value";
+      value = args[++i];
+    }
+    auto f = flags.find(a);
+    if (f == flags.end()) {
+      if (positional && a.rfind("--", 0) != 0) {
+        positional->push_back(a);
+        continue;
+      }
+      return "unknown option " + a;
+    }
+    try {
+      f->second(value);
+    } catch (const std::exception&) {
+      return "bad value for " + a + ": " + value;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::variant<load_options, std::string> parse_load_options(std::vector<std::string> args) {
+  load_options o;
+  std::map<std::string, setter> flags{
+    {"--url", [&](auto& v) { o.url = v; }},
+    {"--host", [&](auto& v) { o.host = v; }},
+    {"--workload",
+     [&](auto& v) {
+       static const std::map<std::string, workload> names{{"publish", workload::publish},
+                                                          {"chat", workload::chat},
+                                                          {"history", workload::history},
+                                                          {"fanout", workload::fanout},
+                                                          {"idle", workload::idle}};
+       auto w = names.find(v);
+       if (w == names.end())
+         throw std::invalid_argument(v);
+       o.kind = w->second;
+     }},
+    {"--connections", [&](auto& v) { o.connections = to_size(v); }},
+    {"--in-flight", [&](auto& v) { o.in_flight = to_size(v); }},
+    {"--rate", [&](auto& v) { o.rate = to_double(v); }},
+    {"--duration", [&](auto& v) { o.duration = to_double(v); }},
+    {"--events", [&](auto& v) { o.events = to_size(v); }},
+    {"--channels", [&](auto& v) { o.channels = to_size(v); }},
+    {"--mention-share", [&](auto& v) { o.mention_share = to_double(v); }},
+    {"--subscribers", [&](auto& v) { o.subscribers = to_size(v); }},
+    {"--content-bytes", [&](auto& v) { o.content_bytes = to_size(v); }},
+    {"--channel-prefix", [&](auto& v) { o.channel_prefix = v; }},
+    {"--database-url", [&](auto& v) { o.database_url = v; }},
+    {"--control-seconds", [&](auto& v) { o.control_seconds = to_double(v); }},
+    {"--relay-pid", [&](auto& v) { o.relay_pid = static_cast<int>(to_size(v)); }},
+    {"--threads", [&](auto& v) { o.threads = to_size(v); }},
+    {"--label", [&](auto& v) { o.label = v; }},
+    {"--json", [&](auto& v) { o.json_path = v; }},
+    {"--markdown", [&](auto& v) { o.markdown_path = v; }},
+  };
+  auto err = apply(args, flags, {{"--no-progress", [&] { o.progress = false; }}});
+  if (!err.empty())
+    return err;
+  if (o.connections == 0 || o.in_flight == 0 || o.threads == 0)
+    return "connections, in-flight and threads must be at least 1";
+  if (o.duration <= 0 || o.rate < 0)
+    return "duration must be positive and rate not negative";
+  if (o.mention_share < 0 || o.mention_share > 1)
+    return "mention-share must be within 0..1";
+  if ((o.kind == workload::chat || o.kind == workload::fanout) && o.channels == 0)
+    return "chat and fanout need at least one channel";
+  if (o.kind == workload::fanout && o.subscribers == 0)
+    return "fanout needs --subscribers";
+  if (o.kind == workload::history && o.channel_prefix.empty())
+    return "history needs --channel-prefix (the channels `waggle-load seed` filled)";
+  return o;
+}
+
+std::variant<seed_options, std::string> parse_seed_options(std::vector<std::string> args) {
+  seed_options o;
+  std::map<std::string, setter> flags{
+    {"--url", [&](auto& v) { o.url = v; }},
+    {"--host", [&](auto& v) { o.host = v; }},
+    {"--database-url", [&](auto& v) { o.database_url = v; }},
+    {"--events", [&](auto& v) { o.events = to_size(v); }},
+    {"--channels", [&](auto& v) { o.channels = to_size(v); }},
+    {"--authors", [&](auto& v) { o.authors = to_size(v); }},
+    {"--content-bytes", [&](auto& v) { o.content_bytes = to_size(v); }},
+    {"--channel-prefix", [&](auto& v) { o.channel_prefix = v; }},
+    {"--threads", [&](auto& v) { o.threads = to_size(v); }},
+  };
+  auto err = apply(args, flags, {});
+  if (!err.empty())
+    return err;
+  if (o.database_url.empty())
+    return "seed needs --database-url";
+  if (o.channels == 0 || o.authors == 0 || o.threads == 0)
+    return "channels, authors and threads must be at least 1";
+  return o;
+}
+
+std::variant<summarize_options, std::string> parse_summarize_options(
+  std::vector<std::string> args) {
+  summarize_options o;
+  std::map<std::string, setter> flags{
+    {"--json", [&](auto& v) { o.json_path = v; }},
+    {"--markdown", [&](auto& v) { o.markdown_path = v; }},
+    {"--label", [&](auto& v) { o.label = v; }},
+    {"--get", [&](auto& v) { o.get.push_back(v); }},
+  };
+  auto err = apply(args, flags, {}, &o.inputs);
+  if (!err.empty())
+    return err;
+  if (o.inputs.empty())
+    return "summarize needs at least one JSON file";
+  return o;
+}
+
+}  // namespace waggle::bench

@@ -1,0 +1,68 @@
+#pragma once
+
+// Command line of `waggle-load` (see usage()).
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace waggle::bench {
+
+enum class workload { publish, chat, history, fanout, idle };
+
+const char* to_string(workload w);
+
+struct load_options {
+  std::string url = "ws://127.0.0.1:7777";
+  std::string host;  // Host header; default: the URL's authority
+  workload kind = workload::publish;
+  size_t connections = 1;
+  size_t in_flight = 1;  // closed loop: events (or REQs) outstanding per connection
+  double rate = 0;       // open loop: events/s over all connections (0 = closed loop)
+  double duration = 10;  // seconds of load
+  size_t events = 0;     // closed loop: events signed ahead (0 = enough for 8,000/s)
+  size_t channels = 4;
+  double mention_share = 0.2;
+  size_t subscribers = 0;  // live subscribers counting what they receive
+  size_t content_bytes = 200;
+  std::string channel_prefix;  // history: channels made by `seed` (default: fresh ones)
+  std::string database_url;    // net commits per accepted message
+  double control_seconds = -1;  // idle control window (-1 = same as the run's window)
+  int relay_pid = 0;            // report the relay's RSS
+  size_t threads = 1;           // io threads of the tool
+  size_t connect_parallel = 256;
+  std::string label;
+  std::string json_path;
+  std::string markdown_path;
+  bool progress = true;
+};
+
+struct seed_options {
+  std::string url = "ws://127.0.0.1:7777";  // for the channel set-up (commands go through the relay)
+  std::string host;
+  std::string database_url;
+  size_t events = 1'000'000;
+  size_t channels = 20;
+  size_t authors = 50;
+  size_t content_bytes = 200;
+  std::string channel_prefix = "hist";
+  size_t threads = 2;
+};
+
+struct summarize_options {
+  std::vector<std::string> inputs;
+  std::string json_path;
+  std::string markdown_path;
+  std::string label;
+  std::vector<std::string> get;  // print these medians (or settings), one per line, and nothing else
+};
+
+std::string usage();
+
+// Each returns the options or an error message.
+std::variant<load_options, std::string> parse_load_options(std::vector<std::string> args);
+std::variant<seed_options, std::string> parse_seed_options(std::vector<std::string> args);
+std::variant<summarize_options, std::string> parse_summarize_options(std::vector<std::string> args);
+
+}  // namespace waggle::bench

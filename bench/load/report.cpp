@@ -1,0 +1,284 @@
+#include "bench/load/report.hpp"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include <rapidjson/document.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+namespace waggle::bench {
+
+namespace {
+
+using writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
+
+void field(writer& w, const char* name, double v) {
+  w.Key(name);
+  w.Double(v);
+}
+void field(writer& w, const char* name, size_t v) {
+  w.Key(name);
+  w.Uint64(v);
+}
+void field(writer& w, const char* name, const std::string& v) {
+  w.Key(name);
+  w.String(v);
+}
+
+void latency(writer& w, const char* name, const latency_summary& s) {
+  w.Key(name);
+  w.StartObject();
+  field(w, "count", s.count);
+  field(w, "p50", s.p50);
+  field(w, "p90", s.p90);
+  field(w, "p99", s.p99);
+  field(w, "max", s.max);
+  field(w, "mean", s.mean);
+  w.EndObject();
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(digits);
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+std::string machine_description() {
+  std::string model;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  long long mem_kb = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemTotal:", 0) == 0)
+      mem_kb = std::stoll(line.substr(9));
+  utsname u{};
+  uname(&u);
+  return (model.empty() ? std::string{"unknown CPU"} : model) + ", " +
+         std::to_string(std::thread::hardware_concurrency()) + " CPUs, " +
+         std::to_string(mem_kb / 1024 / 1024) + " GiB, Linux " + u.release;
+}
+
+std::string to_json(const run_result& r) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  w.SetMaxDecimalPlaces(3);
+  auto& o = r.options;
+  w.StartObject();
+  field(w, "tool", std::string{"waggle-load"});
+  field(w, "format", size_t{1});
+  field(w, "label", o.label);
+  field(w, "started_at", r.started_at);
+  field(w, "machine", machine_description());
+  w.Key("settings");
+  w.StartObject();
+  field(w, "workload", std::string{to_string(o.kind)});
+  field(w, "url", o.url);
+  field(w, "connections", o.connections);
+  field(w, "in_flight", o.in_flight);
+  field(w, "rate", o.rate);
+  field(w, "duration_s", o.duration);
+  field(w, "channels", o.channels);
+  field(w, "mention_share", o.mention_share);
+  field(w, "subscribers", o.subscribers);
+  field(w, "content_bytes", o.content_bytes);
+  field(w, "threads", o.threads);
+  w.EndObject();
+  w.Key("results");
+  w.StartObject();
+  field(w, "connections_open", r.connections_open);
+  field(w, "sent", r.outcomes.sent);
+  field(w, "accepted", r.outcomes.accepted);
+  field(w, "duplicate", r.outcomes.duplicate);
+  field(w, "rejected", r.outcomes.rejected);
+  w.Key("rejected_by_reason");
+  w.StartObject();
+  for (auto& [reason, n] : r.outcomes.rejected_by_reason)
+    field(w, reason.c_str(), n);
+  w.EndObject();
+  field(w, "unanswered", r.unanswered);
+  field(w, "elapsed_s", r.elapsed_s);
+  field(w, "per_s", r.per_s);
+  latency(w, "latency_ms", r.ack_ms);
+  if (o.kind == workload::history)
+    field(w, "history_events", r.history_events);
+  if (r.subscribers > 0) {
+    w.Key("fanout");
+    w.StartObject();
+    field(w, "subscribers", r.subscribers);
+    field(w, "expected", r.fanout_expected);
+    field(w, "delivered", r.fanout_delivered);
+    field(w, "missed", r.fanout_missed);
+    field(w, "duplicates", r.fanout_duplicates);
+    latency(w, "latency_ms", r.delivery_ms);
+    w.EndObject();
+  }
+  if (r.commits) {
+    w.Key("commits");
+    w.StartObject();
+    field(w, "window_s", r.commits->window_s);
+    field(w, "gross", static_cast<double>(r.commits->gross));
+    field(w, "idle_control", static_cast<double>(r.commits->idle_control));
+    field(w, "net", static_cast<double>(r.commits->net));
+    w.Key("per_message");
+    w.Double(r.commits->per_message);
+    w.EndObject();
+  }
+  if (r.relay_rss_mib)
+    field(w, "relay_rss_mib", *r.relay_rss_mib);
+  if (r.relay_peak_rss_mib)
+    field(w, "relay_peak_rss_mib", *r.relay_peak_rss_mib);
+  w.EndObject();
+  w.Key("errors");
+  w.StartArray();
+  for (auto& e : r.errors)
+    w.String(e);
+  w.EndArray();
+  w.EndObject();
+  return std::string{buf.GetString(), buf.GetSize()} + "\n";
+}
+
+std::string to_markdown(const run_result& r) {
+  auto& o = r.options;
+  bool history = o.kind == workload::history;
+  std::ostringstream md;
+  md << "| " << (o.label.empty() ? to_string(o.kind) : o.label) << " | value |\n|---|---|\n";
+  md << "| workload | " << to_string(o.kind) << ", " << o.connections << " connection(s), "
+     << (o.rate > 0 ? fixed(o.rate, 0) + "/s fixed rate" : std::to_string(o.in_flight) + " in flight")
+     << ", " << fixed(o.duration, 0) << " s |\n";
+  md << "| " << (history ? "REQs" : "events") << " sent / accepted / rejected | " << r.outcomes.sent
+     << " / " << r.outcomes.accepted << " / " << r.outcomes.rejected << " |\n";
+  for (auto& [reason, n] : r.outcomes.rejected_by_reason)
+    md << "| rejected `" << reason << ":` | " << n << " |\n";
+  if (r.unanswered)
+    md << "| unanswered | " << r.unanswered << " |\n";
+  md << "| " << (history ? "REQs/s" : "accepted events/s") << " | " << fixed(r.per_s, 0) << " |\n";
+  md << "| " << (history ? "REQ to EOSE" : "ack latency") << " p50 / p90 / p99 / max (ms) | "
+     << fixed(r.ack_ms.p50, 2) << " / " << fixed(r.ack_ms.p90, 2) << " / " << fixed(r.ack_ms.p99, 2)
+     << " / " << fixed(r.ack_ms.max, 2) << " |\n";
+  if (history)
+    md << "| events returned | " << r.history_events << " |\n";
+  if (r.subscribers > 0) {
+    md << "| fanout: subscribers, expected, delivered, missed | " << r.subscribers << ", "
+       << r.fanout_expected << ", " << r.fanout_delivered << ", " << r.fanout_missed << " |\n";
+    md << "| fanout delivery p50 / p99 / max (ms) | " << fixed(r.delivery_ms.p50, 2) << " / "
+       << fixed(r.delivery_ms.p99, 2) << " / " << fixed(r.delivery_ms.max, 2) << " |\n";
+  }
+  if (r.commits)
+    md << "| commits: gross - idle = net; per accepted message | " << r.commits->gross << " - "
+       << r.commits->idle_control << " = " << r.commits->net << "; "
+       << fixed(r.commits->per_message, 3) << " |\n";
+  if (r.relay_rss_mib)
+    md << "| relay RSS (MiB) | " << fixed(*r.relay_rss_mib, 1) << " |\n";
+  if (r.connections_open)
+    md << "| connections open | " << r.connections_open << " |\n";
+  for (auto& e : r.errors)
+    md << "| error | " << e << " |\n";
+  return md.str();
+}
+
+// --- summarize ------------------------------------------------------------------
+
+namespace {
+
+// Every numeric leaf under `v`, by slash-separated path.
+void numeric_leaves(const rapidjson::Value& v, const std::string& path,
+                    std::map<std::string, std::vector<double>>& out) {
+  if (v.IsNumber()) {
+    out[path].push_back(v.GetDouble());
+  } else if (v.IsObject()) {
+    for (auto& m : v.GetObject())
+      numeric_leaves(m.value, path.empty() ? m.name.GetString() : path + "/" + m.name.GetString(),
+                     out);
+  }
+}
+
+// Writes `values` back in the shape of `shape`, each leaf the median.
+void write_medians(writer& w, const rapidjson::Value& shape, const std::string& path,
+                   const std::map<std::string, std::vector<double>>& values) {
+  if (shape.IsNumber()) {
+    auto i = values.find(path);
+    w.Double(i == values.end() ? 0 : median(i->second));
+  } else if (shape.IsObject()) {
+    w.StartObject();
+    for (auto& m : shape.GetObject()) {
+      w.Key(m.name.GetString());
+      write_medians(w, m.value, path.empty() ? m.name.GetString() : path + "/" + m.name.GetString(),
+                    values);
+    }
+    w.EndObject();
+  } else {
+    shape.Accept(w);
+  }
+}
+
+}  // namespace
+
+summary summarize_runs(const std::vector<std::string>& json_texts, const std::string& label) {
+  summary s;
+  std::vector<rapidjson::Document> docs(json_texts.size());
+  std::map<std::string, std::vector<double>> values;
+  for (size_t i = 0; i < json_texts.size(); ++i) {
+    docs[i].Parse(json_texts[i].c_str());
+    if (docs[i].HasParseError() || !docs[i].IsObject() || !docs[i].HasMember("results") ||
+        !docs[i].HasMember("settings")) {
+      s.error = "input " + std::to_string(i + 1) + " is not a waggle-load result";
+      return s;
+    }
+    numeric_leaves(docs[i]["results"], "", values);
+  }
+  auto& first = docs.front();
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  w.SetMaxDecimalPlaces(3);
+  w.StartObject();
+  field(w, "tool", std::string{"waggle-load summarize"});
+  field(w, "label", label.empty() && first.HasMember("label") ? first["label"].GetString() : label);
+  field(w, "runs", docs.size());
+  if (first.HasMember("machine"))
+    field(w, "machine", std::string{first["machine"].GetString()});
+  w.Key("settings");
+  first["settings"].Accept(w);
+  w.Key("results_median");
+  write_medians(w, first["results"], "", values);
+  w.Key("results_range");
+  w.StartObject();
+  for (auto& [path, v] : values) {
+    w.Key(path.c_str());
+    w.StartArray();
+    w.Double(*std::min_element(v.begin(), v.end()));
+    w.Double(*std::max_element(v.begin(), v.end()));
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  s.json = std::string{buf.GetString(), buf.GetSize()} + "\n";
+
+  std::ostringstream md;
+  md << "| " << (label.empty() ? "metric" : label) << " (" << docs.size()
+     << " runs) | median | min | max |\n|---|---|---|---|\n";
+  for (auto& [path, v] : values)
+    md << "| " << path << " | " << fixed(median(v), 3) << " | "
+       << fixed(*std::min_element(v.begin(), v.end()), 3) << " | "
+       << fixed(*std::max_element(v.begin(), v.end()), 3) << " |\n";
+  s.markdown = md.str();
+  for (auto& [path, v] : values)
+    s.medians[path] = median(v);
+  return s;
+}
+
+}  // namespace waggle::bench

@@ -1,0 +1,385 @@
+#include "bench/load/run.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include "bench/load/meters.hpp"
+#include "bench/load/report.hpp"
+#include "bench/load/roles.hpp"
+#include "bench/load/setup.hpp"
+
+namespace waggle::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string utc_now() {
+  auto t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// The channels of this run: fresh ids (channel ids are never reused), or the
+// ones `seed` filled.
+std::vector<std::string> channel_ids(const load_options& o) {
+  std::vector<std::string> ids;
+  auto prefix = o.channel_prefix.empty() ? "load-" + random_hex(4) : o.channel_prefix;
+  for (size_t k = 0; k < o.channels; ++k)
+    ids.push_back(prefix + "-" + std::to_string(k));
+  return ids;
+}
+
+// How many events connection c publishes, and at what rate.
+struct plan {
+  std::vector<size_t> first;  // index of each publisher's first event
+  std::vector<size_t> count;
+  std::vector<pacing> pace;
+  size_t total = 0;
+};
+
+plan make_plan(const load_options& o, size_t publishers) {
+  plan p;
+  for (size_t c = 0; c < publishers; ++c) {
+    pacing pace;
+    size_t n;
+    if (o.rate > 0) {
+      pace.rate = o.rate / static_cast<double>(publishers);
+      pace.phase = static_cast<double>(c) / static_cast<double>(publishers);
+      n = static_cast<size_t>(std::ceil(pace.rate * o.duration)) + 1;
+    } else {
+      pace.in_flight = o.in_flight;
+      auto all = o.events ? o.events : static_cast<size_t>(8000 * o.duration);
+      n = all / publishers + (c < all % publishers ? 1 : 0);
+    }
+    p.first.push_back(p.total);
+    p.count.push_back(n);
+    p.pace.push_back(pace);
+    p.total += n;
+  }
+  return p;
+}
+
+std::vector<prepared_event> make_events(const load_options& o, const plan& p,
+                                        const std::vector<keypair>& keys,
+                                        const std::vector<std::string>& channels) {
+  auto created_at = unix_now();
+  std::vector<size_t> owner(p.total);
+  for (size_t c = 0; c < p.count.size(); ++c)
+    for (size_t k = 0; k < p.count[c]; ++k)
+      owner[p.first[c] + k] = c;
+  auto threads = std::max(1u, std::thread::hardware_concurrency());
+  return sign_all(p.total, threads, [&](size_t i, const keypair*& signer) {
+    signer = &keys[owner[i]];
+    proto::event ev;
+    ev.created_at = created_at;
+    auto text = filler(o.content_bytes, i * 7919 + 17);
+    if (o.kind == workload::publish) {
+      ev.kind = 1;
+      ev.content = std::move(text);
+      return ev;
+    }
+    // chat and fanout: kind 9 posts; fanout keeps to channel 0, where the
+    // subscribers listen.
+    ev.kind = 9;
+    auto channel = o.kind == workload::fanout ? 0 : (i * 2654435761u) % channels.size();
+    ev.tags = {{"h", channels[channel]}};
+    auto roll = static_cast<double>((i * 40503u) % 1000) / 1000.0;
+    if (o.kind == workload::chat && roll < o.mention_share && keys.size() > 1) {
+      auto& mentioned = keys[(owner[i] + 1 + i % (keys.size() - 1)) % keys.size()];
+      ev.tags.push_back({"p", mentioned.pubkey});
+      std::string at_name{"@"};
+      at_name.append(mentioned.pubkey, 0, 8).append(" ");
+      text.replace(0, std::min<size_t>(text.size(), at_name.size()), at_name);
+    }
+    ev.content = std::move(text);
+    return ev;
+  });
+}
+
+void print_progress(const load_options& o, const progress_counters& pc, double t, bool final_line) {
+  if (!o.progress)
+    return;
+  bool tty = isatty(STDERR_FILENO);
+  char line[200];
+  std::snprintf(line, sizeof line, "[%5.1fs] sent %zu  answered %zu  accepted %zu  rejected %zu%s",
+                t, pc.sent.load(), pc.answered.load(), pc.accepted.load(), pc.rejected.load(),
+                o.subscribers ? ("  delivered " + std::to_string(pc.delivered.load())).c_str() : "");
+  if (tty)
+    std::fprintf(stderr, "\r%s\033[K%s", line, final_line ? "\n" : "");
+  else
+    std::fprintf(stderr, "%s\n", line);
+}
+
+}  // namespace
+
+int run_load(const load_options& o) {
+  raise_fd_limit(o.connections + o.subscribers + 64);
+  relay_endpoint relay;
+  if (auto e = resolve_relay(o.url, o.host, relay); !e.empty()) {
+    std::cerr << "waggle-load: " << e << "\n";
+    return 2;
+  }
+  boost::asio::io_context ioc;
+  auto guard = boost::asio::make_work_guard(ioc);
+  std::vector<std::thread> io_threads;
+  for (size_t t = 0; t < o.threads; ++t)
+    io_threads.emplace_back([&] { ioc.run(); });
+  auto stop_io = [&] {
+    guard.reset();
+    ioc.stop();
+    for (auto& t : io_threads)
+      t.join();
+  };
+
+  run_result result;
+  result.options = o;
+  result.started_at = utc_now();
+  auto errors = std::make_shared<error_list>();
+  progress_counters progress;
+
+  // --- set-up (untimed) ---------------------------------------------------------
+  bool publishes = o.kind == workload::publish || o.kind == workload::chat ||
+                   o.kind == workload::fanout;
+  auto channels = channel_ids(o);
+  std::vector<keypair> keys(o.connections);
+  for (auto& k : keys)
+    k = random_keypair();
+  if ((o.kind == workload::chat || o.kind == workload::fanout) && o.channel_prefix.empty()) {
+    std::vector<std::string> members;
+    for (auto& k : keys)
+      members.push_back(k.pubkey);
+    auto failure = create_channels(relay, ioc, random_keypair(), channels, members);
+    if (!failure.empty()) {
+      std::cerr << "waggle-load: " << failure << "\n";
+      stop_io();
+      return 2;
+    }
+  }
+  plan p = publishes ? make_plan(o, o.connections) : plan{};
+  std::vector<prepared_event> events;
+  if (publishes) {
+    if (o.progress)
+      std::cerr << "signing " << p.total << " events…\n";
+    events = make_events(o, p, keys, channels);
+  }
+  std::unique_ptr<publish_clock> clock;
+  if (o.subscribers)
+    clock = std::make_unique<publish_clock>(events);
+
+  // Subscribers first, so they are listening before anything is published.
+  std::vector<std::shared_ptr<nostr_client>> sub_clients;
+  std::vector<std::shared_ptr<subscriber>> subs;
+  if (o.subscribers) {
+    auto since = std::to_string(unix_now() - 5);
+    // Every channel of the run, so each accepted event reaches every subscriber.
+    std::string h;
+    for (auto& ch : channels)
+      h += (h.empty() ? "\"" : ",\"") + ch + "\"";
+    std::string filter = o.kind == workload::publish
+                           ? "{\"kinds\":[1],\"since\":" + since + "}"
+                           : "{\"kinds\":[9],\"#h\":[" + h + "],\"since\":" + since + "}";
+    for (size_t s = 0; s < o.subscribers; ++s) {
+      sub_clients.push_back(std::make_shared<nostr_client>(ioc, random_keypair(), relay.relay_url));
+      subs.push_back(std::make_shared<subscriber>(sub_clients.back(), filter, clock.get(), progress));
+    }
+    result.subscribers = open_all(
+      relay, sub_clients,
+      [subs](size_t s) {
+        auto sub = subs[s];
+        client_handlers h;
+        h.ready = [sub] { sub->subscribe(); };
+        h.eose = [sub](std::string_view) { sub->on_eose(); };
+        h.event = [sub](std::string_view, std::string_view id) { sub->on_event(id); };
+        h.closed = [sub](std::string_view, std::string_view m) { sub->on_closed(m); };
+        return h;
+      },
+      o.connect_parallel, std::chrono::seconds(120), errors);
+    auto until = clock_type::now() + std::chrono::seconds(60);
+    while (progress.subscribed < result.subscribers && clock_type::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (o.progress)
+      std::cerr << progress.subscribed << " of " << o.subscribers << " subscribers listening\n";
+  }
+
+  // The measured connections: publishers, queriers or idle ones.
+  std::vector<std::shared_ptr<nostr_client>> clients;
+  std::vector<std::shared_ptr<publisher>> pubs;
+  std::vector<std::shared_ptr<querier>> queries;
+  for (size_t c = 0; c < o.connections; ++c) {
+    clients.push_back(std::make_shared<nostr_client>(ioc, keys[c], relay.relay_url));
+    if (publishes) {
+      std::span<const prepared_event> slice{events.data() + p.first[c], p.count[c]};
+      pubs.push_back(std::make_shared<publisher>(clients.back(), slice, p.first[c], p.pace[c],
+                                                 progress, clock.get()));
+    } else if (o.kind == workload::history) {
+      std::vector<std::string> filters;
+      for (auto& ch : channels)
+        filters.push_back("{\"kinds\":[9],\"#h\":[\"" + ch + "\"],\"limit\":50}");
+      queries.push_back(std::make_shared<querier>(clients.back(), filters, o.in_flight, progress));
+    }
+  }
+  auto opened = open_all(
+    relay, clients,
+    [pubs, queries](size_t c) {
+      client_handlers h;
+      if (c < pubs.size()) {
+        auto pub = pubs[c];
+        h.ok = [pub](std::string_view id, bool ok, std::string_view m) { pub->on_ok(id, ok, m); };
+      } else if (c < queries.size()) {
+        auto q = queries[c];
+        h.event = [q](std::string_view, std::string_view) { q->on_event(); };
+        h.eose = [q](std::string_view sub) { q->on_eose(sub); };
+        h.closed = [q](std::string_view sub, std::string_view m) { q->on_closed(sub, m); };
+      }
+      return h;
+    },
+    o.connect_parallel, std::chrono::seconds(300), errors);
+  result.connections_open = opened;
+  if (o.progress)
+    std::cerr << opened << " of " << o.connections << " connections authenticated\n";
+
+  // --- the measured window ---------------------------------------------------------
+  std::unique_ptr<commit_meter> meter;
+  long long control_from = 0, run_from = 0;
+  double window = 0;
+  if (!o.database_url.empty() && opened == o.connections) {
+    // Equal windows (the load, or the idle control, plus one settle time),
+    // each read after the counters of the window before it were flushed.
+    meter = std::make_unique<commit_meter>(o.database_url);
+    auto control = o.control_seconds >= 0 ? o.control_seconds : o.duration;
+    window = control + std::chrono::duration<double>(commit_meter::settle_time).count();
+    if (o.progress)
+      std::cerr << "idle control window: " << window + 11 << " s…\n";
+    commit_meter::settle();
+    control_from = meter->read();
+    std::this_thread::sleep_for(std::chrono::duration<double>(window));
+    run_from = meter->read();
+  }
+
+  auto t0 = now_ns() + 20'000'000;
+  auto deadline = t0 + static_cast<int64_t>(o.duration * 1e9);
+  if (opened == o.connections) {
+    for (auto& pub : pubs)
+      pub->start(t0, deadline);
+    for (auto& q : queries)
+      q->start(deadline);
+  }
+  // Until the deadline passed and every request was answered (or 30 s more).
+  auto last_print = clock_type::now();
+  size_t stable = 0;
+  while (opened == o.connections) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto now = now_ns();
+    if (clock_type::now() - last_print >= std::chrono::seconds(1)) {
+      print_progress(o, progress, static_cast<double>(now - t0) / 1e9, false);
+      last_print = clock_type::now();
+    }
+    if (now < deadline)
+      continue;
+    if (o.kind == workload::idle || now > deadline + 30'000'000'000)
+      break;
+    stable = progress.answered == progress.sent ? stable + 1 : 0;
+    if (stable >= 3)
+      break;
+  }
+  // Subscribers get a moment for the last deliveries.
+  if (!subs.empty()) {
+    auto until = clock_type::now() + std::chrono::seconds(5);
+    while (clock_type::now() < until &&
+           progress.delivered < progress.accepted * progress.subscribed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  print_progress(o, progress, static_cast<double>(now_ns() - t0) / 1e9, true);
+
+  if (meter) {
+    auto left = window - static_cast<double>(now_ns() - t0) / 1e9;
+    if (left > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(left));
+    else
+      result.errors.push_back("the run outlasted its commit-count window; commits overcounted");
+    auto run_to = meter->read();
+    commit_count cc;
+    cc.window_s = window;
+    cc.idle_control = run_from - control_from;
+    cc.gross = run_to - run_from;
+    cc.net = cc.gross - cc.idle_control;
+    result.commits = cc;
+  }
+  if (o.relay_pid) {
+    if (auto rss = read_rss(o.relay_pid)) {
+      result.relay_rss_mib = rss->rss_mib;
+      result.relay_peak_rss_mib = rss->peak_mib;
+    } else {
+      result.errors.push_back("cannot read /proc/" + std::to_string(o.relay_pid) + "/status");
+    }
+  }
+  for (auto& c : clients)
+    c->close();
+  for (auto& c : sub_clients)
+    c->close();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop_io();  // from here on, role objects are read by this thread alone
+
+  // --- results ------------------------------------------------------------------
+  std::vector<double> latencies;
+  int64_t last_answer = t0;
+  for (auto& pub : pubs) {
+    result.outcomes.merge(pub->counts);
+    latencies.insert(latencies.end(), pub->ack_ms.begin(), pub->ack_ms.end());
+    last_answer = std::max(last_answer, pub->last_answer_ns);
+  }
+  for (auto& q : queries) {
+    result.outcomes.merge(q->counts);
+    result.history_events += q->events;
+    latencies.insert(latencies.end(), q->latency_ms.begin(), q->latency_ms.end());
+    last_answer = std::max(last_answer, q->last_answer_ns);
+  }
+  result.ack_ms = summarize_latency(latencies);
+  auto answered = result.outcomes.accepted + result.outcomes.duplicate + result.outcomes.rejected;
+  result.unanswered = result.outcomes.sent - std::min(result.outcomes.sent, answered);
+  result.elapsed_s = static_cast<double>(last_answer - t0) / 1e9;
+  if (result.elapsed_s > 0)
+    result.per_s = static_cast<double>(result.outcomes.accepted) / result.elapsed_s;
+  if (result.commits && result.outcomes.accepted)
+    result.commits->per_message =
+      static_cast<double>(result.commits->net) / static_cast<double>(result.outcomes.accepted);
+  if (!subs.empty()) {
+    std::vector<double> delivery;
+    for (auto& s : subs) {
+      result.fanout_delivered += s->distinct;
+      result.fanout_duplicates += s->duplicates;
+      delivery.insert(delivery.end(), s->delivery_ms.begin(), s->delivery_ms.end());
+      if (!s->refused.empty())
+        errors->add("subscription refused: " + s->refused);
+    }
+    result.fanout_expected = result.outcomes.accepted * result.subscribers;
+    result.fanout_missed =
+      result.fanout_expected - std::min(result.fanout_expected, result.fanout_delivered);
+    result.delivery_ms = summarize_latency(delivery);
+  }
+  if (opened != o.connections)
+    result.errors.push_back(std::to_string(o.connections - opened) + " connections did not open");
+  for (auto& e : errors->take())
+    result.errors.push_back(e);
+
+  auto md = to_markdown(result);
+  std::cout << md;
+  if (!o.json_path.empty())
+    std::ofstream(o.json_path) << to_json(result);
+  if (!o.markdown_path.empty())
+    std::ofstream(o.markdown_path) << md;
+  bool clean = result.errors.empty() && result.outcomes.rejected == 0 && result.unanswered == 0 &&
+               result.fanout_missed == 0 && result.subscribers == o.subscribers;
+  return clean ? 0 : 1;
+}
+
+}  // namespace waggle::bench

@@ -1,0 +1,135 @@
+// The load tool's own arithmetic and parsing: a benchmark is only as honest
+// as its percentiles and its reading of the relay's answers.
+
+#include <gtest/gtest.h>
+
+#include "bench/load/client.hpp"
+#include "bench/load/events.hpp"
+#include "bench/load/options.hpp"
+#include "bench/load/report.hpp"
+#include "bench/load/stats.hpp"
+#include "bench/load/ws_conn.hpp"
+
+using namespace waggle::bench;
+
+TEST(LoadStats, NearestRankPercentiles) {
+  std::vector<double> samples;
+  for (int i = 100; i >= 1; --i)
+    samples.push_back(i);
+  auto s = summarize_latency(samples);
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_EQ(s.p50, 50);
+  EXPECT_EQ(s.p90, 90);
+  EXPECT_EQ(s.p99, 99);
+  EXPECT_EQ(s.max, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  std::vector<double> one{7};
+  EXPECT_EQ(summarize_latency(one).p99, 7);
+  std::vector<double> none;
+  EXPECT_EQ(summarize_latency(none).count, 0u);
+}
+
+TEST(LoadStats, MedianOfOddAndEvenCounts) {
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(median({}), 0);
+}
+
+TEST(LoadClient, ParsesRelayMessages) {
+  relay_message m;
+  ASSERT_TRUE(parse_relay_message(R"(["OK","abc",false,"invalid: bad signature"])", m));
+  EXPECT_EQ(m.verb, "OK");
+  EXPECT_EQ(m.sub_or_id, "abc");
+  EXPECT_FALSE(m.accepted);
+  EXPECT_EQ(m.message, "invalid: bad signature");
+
+  std::string id(64, 'e');
+  std::string frame = R"(["EVENT","live",{"id":")" + id + R"(","pubkey":"p","kind":9}])";
+  ASSERT_TRUE(parse_relay_message(frame, m));
+  EXPECT_EQ(m.verb, "EVENT");
+  EXPECT_EQ(m.sub_or_id, "live");
+  EXPECT_EQ(m.event_id, id);
+
+  ASSERT_TRUE(parse_relay_message(R"(["EOSE","q7"])", m));
+  EXPECT_EQ(m.sub_or_id, "q7");
+  ASSERT_TRUE(parse_relay_message(R"(["CLOSED","q1","restricted: not a member"])", m));
+  EXPECT_EQ(m.message, "restricted: not a member");
+  ASSERT_TRUE(parse_relay_message(R"(["AUTH","00ff"])", m));
+  EXPECT_EQ(m.sub_or_id, "00ff");
+
+  EXPECT_FALSE(parse_relay_message("not json", m));
+  EXPECT_FALSE(parse_relay_message(R"(["EVENT","s",{"id":"short"}])", m));
+  EXPECT_FALSE(parse_relay_message("{}", m));
+}
+
+TEST(LoadClient, ParsesWsUrls) {
+  auto t = parse_ws_url("ws://127.0.0.1:7777");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->host, "127.0.0.1");
+  EXPECT_EQ(t->port, 7777);
+  EXPECT_EQ(t->host_header, "127.0.0.1:7777");
+  EXPECT_EQ(t->path, "/");
+  auto p = parse_ws_url("ws://relay.example/chat");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->port, 80);
+  EXPECT_EQ(p->path, "/chat");
+  EXPECT_FALSE(parse_ws_url("http://x:1"));
+  EXPECT_FALSE(parse_ws_url("ws://x:99999"));
+  EXPECT_FALSE(parse_ws_url("ws://:80"));
+}
+
+TEST(LoadOptions, RejectsWhatCannotBeRun) {
+  EXPECT_TRUE(std::holds_alternative<load_options>(parse_load_options({"--in-flight", "50"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--in-flight", "0"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--rate", "fast"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--workload", "fanout"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--workload", "history"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--bogus"})));
+  auto o = std::get<load_options>(
+    parse_load_options({"--workload=chat", "--mention-share", "0.5", "--rate=100"}));
+  EXPECT_EQ(o.kind, workload::chat);
+  EXPECT_EQ(o.mention_share, 0.5);
+  EXPECT_EQ(o.rate, 100);
+}
+
+TEST(LoadReport, SummaryTakesMediansOfEveryResult) {
+  auto run = [](double per_s, double p99, size_t accepted) {
+    run_result r;
+    r.options.label = "x";
+    r.outcomes.sent = r.outcomes.accepted = accepted;
+    r.per_s = per_s;
+    r.ack_ms.p99 = p99;
+    return to_json(r);
+  };
+  auto s = summarize_runs({run(100, 9, 10), run(300, 1, 30), run(200, 5, 20)}, "");
+  ASSERT_TRUE(s.error.empty()) << s.error;
+  EXPECT_EQ(s.medians.at("per_s"), 200);
+  EXPECT_EQ(s.medians.at("latency_ms/p99"), 5);
+  EXPECT_EQ(s.medians.at("accepted"), 20);
+  EXPECT_NE(s.json.find("\"runs\": 3"), std::string::npos);
+  EXPECT_FALSE(summarize_runs({"{}"}, "").error.empty());
+}
+
+TEST(LoadEvents, SignedFramesVerify) {
+  auto key = random_keypair();
+  auto events = sign_all(20, 2, [&](size_t i, const keypair*& signer) {
+    signer = &key;
+    waggle::proto::event ev;
+    ev.kind = 1;
+    ev.created_at = 1'760'000'000;
+    ev.content = filler(50, i);
+    return ev;
+  });
+  ASSERT_EQ(events.size(), 20u);
+  for (auto& e : events) {
+    ASSERT_EQ(e.frame.rfind("[\"EVENT\",{", 0), 0u);
+    auto parsed = waggle::proto::parse_event(std::string_view{e.frame}.substr(9, e.frame.size() - 10));
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(parsed->id, e.id);
+    EXPECT_TRUE(waggle::proto::verify_signature(*parsed));
+  }
+  publish_clock clock{events};
+  EXPECT_EQ(clock.index_of(events[7].id), 7);
+  EXPECT_EQ(clock.index_of(std::string(64, '0')), -1);
+  EXPECT_EQ(filler(37, 1).size(), 37u);
+}
