@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <pqxx/nontransaction>
+
 #include "actors/log.hpp"
 
 namespace waggle {
@@ -11,8 +13,8 @@ constexpr auto min_backoff = std::chrono::milliseconds(100);
 constexpr auto max_backoff = std::chrono::milliseconds(5000);
 }  // namespace
 
-db_session::db_session(std::string url, std::string role)
-  : url_(std::move(url)), role_(std::move(role)) {
+db_session::db_session(std::string url, std::string role, std::vector<std::string> setup)
+  : url_(std::move(url)), setup_(std::move(setup)), role_(std::move(role)) {
 }
 
 pqxx::connection* db_session::get() {
@@ -24,6 +26,8 @@ pqxx::connection* db_session::get() {
     return nullptr;
   try {
     conn_ = std::make_unique<pqxx::connection>(url_);
+    for (auto& statement : setup_)
+      pqxx::nontransaction{*conn_}.exec(statement);
     if (backoff_.count() > 0)
       log::info("db", "reconnected", {{"session", role_}});
     backoff_ = std::chrono::milliseconds(0);

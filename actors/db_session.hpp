@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <pqxx/connection>
 
@@ -17,7 +18,8 @@ class db_session {
  public:
   using clock = std::chrono::steady_clock;
 
-  db_session(std::string url, std::string role);
+  // `setup` statements run on every new connection (session settings).
+  db_session(std::string url, std::string role, std::vector<std::string> setup = {});
   // The live connection, reconnecting if the backoff allows; nullptr when the
   // database is unreachable (the caller answers "unavailable").
   pqxx::connection* get();
@@ -27,6 +29,7 @@ class db_session {
 
  private:
   std::string url_;
+  std::vector<std::string> setup_;
   std::string role_;  // for logs: "writer-1", "reader-0", ...
   std::unique_ptr<pqxx::connection> conn_;
   clock::time_point next_attempt_{};

@@ -5,6 +5,8 @@
 //   waggle community add HOST [--name NAME]
 //   waggle community list
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -97,6 +99,18 @@ int run_community(std::vector<std::string> args) {
   return usage();
 }
 
+// Each WebSocket is a descriptor: a soft limit of 1024 (a common default)
+// would refuse connections long before --max-connections.
+void raise_fd_limit(size_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= wanted)
+    return;
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(wanted));
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < wanted)
+    log::warn("node", "open-file limit below --max-connections",
+              {{"limit", std::to_string(lim.rlim_cur)}});
+}
+
 int run_serve(std::vector<std::string> args) {
   for (auto& a : args)
     if (a == "--help" || a == "-h") {
@@ -113,6 +127,7 @@ int run_serve(std::vector<std::string> args) {
     return 2;
   }
   log::set_level(log::parse_level(cfg.log_level));
+  raise_fd_limit(cfg.max_connections + 1024);
 
   // Signals are taken synchronously by this thread; block them everywhere
   // before any other thread starts so that none of them takes the signal.

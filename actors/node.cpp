@@ -55,6 +55,16 @@ node::node(node_config cfg, node_env env)
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   register_types(*sys_cfg_);
   sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
+  // CAF's default is max(cores, 4) workers that poll for work, sleeping 50 us
+  // between attempts once the first burst of spinning found nothing. On a
+  // small machine that shares its cores with PostgreSQL, the extra workers and
+  // the polling take CPU the database needs (docs/benchmarks.md, "CAF
+  // scheduler"). One worker per core, and an idle worker goes straight from
+  // its short spin to a condition variable that new work notifies.
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  sys_cfg_->set("scheduler.max-threads",
+                cfg_.scheduler_threads ? cfg_.scheduler_threads : static_cast<size_t>(cores));
+  sys_cfg_->set("work-stealing.moderate-poll-attempts", size_t{0});
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   board_ = std::make_shared<handle_board>();
   snapshot_ = std::make_shared<community_snapshot>();

@@ -11,7 +11,14 @@ namespace waggle {
 
 writer_actor::behavior_type writer_session_impl(writer_actor::stateful_pointer<writer_state> self,
                                                 std::string database_url, std::string role) {
-  self->state.session = std::make_unique<db_session>(std::move(database_url), std::move(role));
+  // The batch statements are prepared once per connection and their shape
+  // does not depend on the values (arrays of the batch's rows, index probes
+  // forced by OFFSET 0): a generic plan is right for every batch, and
+  // re-planning custom ones cost a tenth of PostgreSQL's CPU under load
+  // (docs/benchmarks.md, "Profile").
+  self->state.session = std::make_unique<db_session>(
+    std::move(database_url), std::move(role),
+    std::vector<std::string>{"SET plan_cache_mode = force_generic_plan"});
   return {
     [self](write_batch_request& req) -> write_batch_reply {
       write_batch_reply reply;
