@@ -3,6 +3,7 @@
 #include "db/sql_util.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <atomic>
 #include <cctype>
 #include <charconv>
@@ -15,16 +16,23 @@
 #include <unordered_set>
 
 #include <pqxx/except>
+#include <pqxx/nontransaction>
+#include <pqxx/pipeline>
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include "messages/proto/json_detail.hpp"
 #include "messages/proto/nip29.hpp"
 
 // The write path for events (DESIGN §4, §5).
 //
 // A batch is ONE transaction with a constant number of statements, whatever
-// its size (each one skipped when it has nothing to do):
+// its size (each one skipped when it has nothing to do), in two phases: the
+// answers of phase A (S0, S1) decide what phase B (S2..S5) writes, and no
+// statement of phase B needs another's answer, so the ingest path sends each
+// phase in one round trip (BEGIN with phase A; COMMIT with phase B unless
+// the batch replaces heads, see write_batch):
 //   S0 lock     pg_advisory_xact_lock on every replacement coordinate the batch
 //               touches (candidates and kind-5 `a` targets), in sorted key order,
 //               in one statement, before any head is read.
@@ -176,19 +184,27 @@ std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::
   return key;
 }
 
-std::vector<write_result> write_batch(pqxx::connection& conn,
-                                      const std::vector<ingest_item>& items,
-                                      const write_options& opts) {
-  pqxx::work tx(conn);
-  auto results = write_events(tx, items, opts);
-  if (opts.before_commit)
-    opts.before_commit();
-  tx.commit();
-  return results;
-}
+namespace {
 
-std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
-                                       const write_options& opts) {
+// One statement of a batch: a prepared statement's name and its parameters
+// (array literals).
+struct statement_call {
+  const char* name;
+  std::vector<std::string> params;
+};
+
+// Runs the statements of one phase, in order, and returns their results.
+// `last` marks the second phase; `may_commit` says the transaction may end
+// with it (the batch's outcome no longer depends on anything checked after).
+using phase_runner = std::function<std::vector<pqxx::result>(
+  std::vector<statement_call>&& calls, bool last, bool may_commit)>;
+
+// The batch in two phases, whatever runs them: phase A (S0 lock, S1 check)
+// whose answers decide each candidate, then phase B (S2 replace, S3 insert,
+// S4 delete, S5 ttl). Phase B's statements do not depend on one another's
+// answers, so a runner can send each phase in one round trip.
+std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
+                                          const write_options& opts, const phase_runner& run) {
   namespace nip29 = proto::nip29;
   std::vector<write_result> results(items.size());
   std::vector<std::optional<size_t>> alias(items.size());  // repeated id -> first item
@@ -285,9 +301,9 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
     finish_aliases();
     return results;
   }
-  prepare_statements(tx.conn());
-
-  // S0: replacement locks, sorted by key hash, one statement.
+  // Phase A. S0: replacement locks, sorted by key hash, one statement.
+  std::vector<statement_call> phase_a;
+  bool any_coordinate = false;
   {
     array_literal keys;
     for (const auto& c : cands) {
@@ -299,8 +315,10 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
             if (auto a = parse_a_target(t[1], c.ev->pubkey))
               keys.text(lock_key_hex(c.community_id, a->kind, c.ev->pubkey, a->d));
     }
-    if (!keys.empty())
-      tx.exec_prepared(stmt_lock, keys.str());
+    if (!keys.empty()) {
+      phase_a.push_back({stmt_lock, {keys.str()}});
+      any_coordinate = true;
+    }
   }
 
   // S1: existing ids, live heads, deletions already stored.
@@ -333,9 +351,10 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
       else
         channel.null();
     }
-    auto r = tx.exec_prepared(stmt_check, community.str(), id.str(), pubkey.str(), kind.str(),
-                              created.str(), d_hex.str(), a_hex.str(), channel.str());
-    for (const auto& row : r) {
+    phase_a.push_back({stmt_check, {community.str(), id.str(), pubkey.str(), kind.str(),
+                                    created.str(), d_hex.str(), a_hex.str(), channel.str()}});
+    auto answers = run(std::move(phase_a), false, false);
+    for (const auto& row : answers.back()) {
       auto k = row[0].as<size_t>() - 1;
       auto what = row[1].as<std::string>();
       if (what == "x")
@@ -397,8 +416,9 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
     to_insert.push_back(k);
   }
 
-  // S2: soft-delete the heads the new versions replace (before S3, so the
-  // one-live-head unique index never sees two).
+  // Phase B. S2: soft-delete the heads the new versions replace (before S3,
+  // so the one-live-head unique index never sees two).
+  std::vector<statement_call> phase_b;
   if (!replaced_heads.empty()) {
     std::sort(replaced_heads.begin(), replaced_heads.end());
     array_literal community, id;
@@ -406,11 +426,11 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
       community.integer(cid);
       id.text(hid);
     }
-    tx.exec_prepared(stmt_replace, community.str(), id.str());
+    phase_b.push_back({stmt_replace, {community.str(), id.str()}});
   }
 
   // S3: events and their tag rows, one statement.
-  std::set<std::pair<int64_t, std::string>> inserted;
+  std::optional<size_t> insert_at;
   if (!to_insert.empty()) {
     array_literal community, id, pubkey, created, kind, d_hex, raw, channel;
     array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
@@ -448,12 +468,11 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
         t_created.integer(ev.created_at);
       }
     }
-    auto r = tx.exec_prepared(stmt_insert, community.str(), id.str(), pubkey.str(), created.str(),
-                              kind.str(), d_hex.str(), raw.str(), t_community.str(), t_event.str(),
-                              t_name.str(), t_value.str(), t_kind.str(), t_created.str(),
-                              channel.str());
-    for (const auto& row : r)
-      inserted.emplace(row[0].as<int64_t>(), row[1].as<std::string>());
+    insert_at = phase_b.size();
+    phase_b.push_back({stmt_insert, {community.str(), id.str(), pubkey.str(), created.str(),
+                                     kind.str(), d_hex.str(), raw.str(), t_community.str(),
+                                     t_event.str(), t_name.str(), t_value.str(), t_kind.str(),
+                                     t_created.str(), channel.str()}});
   }
 
   array_literal del_community, del_author, del_target;
@@ -461,20 +480,12 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
   bool any_deletion = false;
   array_literal ttl_community, ttl_channel;
   bool any_channel = false;
+  // S4 and S5 are built for every candidate S3 inserts. One that a
+  // concurrent batch stored first (S3 skips it) repeats side effects that
+  // batch also ran: the same soft deletions (a no-op the second time) and a
+  // TTL refresh from now, both harmless.
   for (size_t k : to_insert) {
     const auto& c = cands[k];
-    auto& res = results[c.item];
-    if (!inserted.count({c.community_id, c.ev->id})) {
-      if (c.coordinate)
-        // Under the coordinate lock, S1 saw no row with this id, and any
-        // other writer of this id needs the same lock: a conflict here means
-        // the protocol is broken, so the whole transaction must not commit
-        // (S2 may have replaced a head for it).
-        throw std::logic_error("replaceable event vanished under its coordinate lock");
-      res = {write_outcome::duplicate, ""};  // a concurrent batch stored it first
-      continue;
-    }
-    res = {write_outcome::stored, ""};
     if (c.channel && c.ev->kind != nip29::kind_create_group) {
       ttl_community.integer(c.community_id);
       ttl_channel.text(*c.channel);
@@ -503,21 +514,151 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
     }
   }
 
-  // S4: NIP-09 soft deletions requested by the kind-5 events just stored.
+  // S4: NIP-09 soft deletions requested by the kind-5 events inserted.
   if (any_deletion)
-    tx.exec_prepared(stmt_delete, del_community.str(), del_author.str(), del_target.str(),
-                     a_community.str(), a_author.str(), a_kind.str(), a_d.str(), a_until.str());
+    phase_b.push_back({stmt_delete, {del_community.str(), del_author.str(), del_target.str(),
+                                     a_community.str(), a_author.str(), a_kind.str(), a_d.str(),
+                                     a_until.str()}});
 
   // S5: the TTL refresh, last, so the channel_ttl keys (after replacement and
   // membership in the lock order) are held for the shortest time.
+  std::optional<size_t> ttl_at;
   if (any_channel) {
-    auto r = tx.exec_prepared(stmt_ttl, ttl_community.str(), ttl_channel.str());
+    ttl_at = phase_b.size();
+    phase_b.push_back({stmt_ttl, {ttl_community.str(), ttl_channel.str()}});
+  }
+
+  // A batch that replaces heads must not commit before S3's answer is seen
+  // (below); every other batch may end with phase B.
+  auto answers = run(std::move(phase_b), true, !any_coordinate);
+
+  std::set<std::pair<int64_t, std::string>> inserted;
+  if (insert_at)
+    for (const auto& row : answers[*insert_at])
+      inserted.emplace(row[0].as<int64_t>(), row[1].as<std::string>());
+  for (size_t k : to_insert) {
+    const auto& c = cands[k];
+    auto& res = results[c.item];
+    if (inserted.count({c.community_id, c.ev->id})) {
+      res = {write_outcome::stored, ""};
+      continue;
+    }
+    if (c.coordinate)
+      // Under the coordinate lock, S1 saw no row with this id, and any
+      // other writer of this id needs the same lock: a conflict here means
+      // the protocol is broken, so the whole transaction must not commit
+      // (S2 may have replaced a head for it).
+      throw std::logic_error("replaceable event vanished under its coordinate lock");
+    res = {write_outcome::duplicate, ""};  // a concurrent batch stored it first
+  }
+  if (ttl_at) {
+    const auto& r = answers[*ttl_at];
     if (!r.empty() && !r[0][0].is_null() && r[0][0].as<int>() < 0)
       ttl_refresh_failure_count.fetch_add(1, std::memory_order_relaxed);
   }
 
   finish_aliases();
   return results;
+}
+
+}  // namespace
+
+std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
+                                       const write_options& opts) {
+  // Inside the caller's transaction: one statement at a time.
+  return write_in_phases(items, opts, [&tx](std::vector<statement_call>&& calls, bool, bool) {
+    prepare_statements(tx.conn());
+    std::vector<pqxx::result> out;
+    for (auto& c : calls)
+      out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
+    return out;
+  });
+}
+
+std::vector<write_result> write_batch(pqxx::connection& conn,
+                                      const std::vector<ingest_item>& items,
+                                      const write_options& opts) {
+  // The batch's own transaction, each phase ONE round trip: BEGIN and phase
+  // A together, then phase B with the COMMIT when the batch may end with it.
+  // libpqxx's pipeline sends them as one query string of EXECUTEs of the
+  // same prepared statements (prepared on this connection first) and reads
+  // one result per statement. A failure skips the rest of that string, so
+  // the transaction is rolled back here before the error goes on to the
+  // failure policy, which sees the same exception types as before. With a
+  // before_commit hook (tests) the COMMIT is sent on its own after it.
+  pqxx::nontransaction ntx{conn};
+  bool began = false, committed = false;
+  auto run = [&](std::vector<statement_call>&& calls, bool last, bool may_commit) {
+    prepare_statements(conn);
+    std::vector<pqxx::result> out;
+    bool textual = std::all_of(calls.begin(), calls.end(), [](const statement_call& c) {
+      return std::all_of(c.params.begin(), c.params.end(),
+                         [](const std::string& p) { return proto::detail::valid_utf8(p); });
+    });
+    if (!textual) {
+      // A parameter PostgreSQL cannot take as text (invalid UTF-8; the relay's
+      // parser never lets one through) must fail as its own statement's
+      // 22021, which the bisection isolates: inside a query string it would
+      // fail the whole string. Such a batch goes statement by statement.
+      if (!began)
+        ntx.exec("BEGIN");
+      began = true;
+      for (auto& c : calls)
+        out.push_back(ntx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
+      return out;
+    }
+    std::vector<std::string> texts;
+    if (!began)
+      texts.emplace_back("BEGIN");
+    size_t first = texts.size();
+    for (auto& c : calls) {
+      conn.prepare_now(c.name);
+      std::string text = "EXECUTE ";
+      text += c.name;
+      for (size_t i = 0; i < c.params.size(); ++i)
+        text.append(i ? ", " : "(").append(ntx.quote(c.params[i]));
+      text += c.params.empty() ? "" : ")";
+      texts.push_back(std::move(text));
+    }
+    bool commit = last && may_commit && !opts.before_commit;
+    if (commit)
+      texts.emplace_back("COMMIT");
+    began = true;  // from here on, a failure may leave the block open
+    pqxx::pipeline pipe{ntx};
+    pipe.retain(static_cast<int>(texts.size()) + 1);
+    std::vector<pqxx::pipeline::query_id> ids;
+    for (auto& t : texts)
+      ids.push_back(pipe.insert(t));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto r = pipe.retrieve(ids[i]);
+      if (i >= first && i < first + calls.size())
+        out.push_back(std::move(r));
+    }
+    pipe.complete();
+    committed = commit;
+    return out;
+  };
+  try {
+    auto results = write_in_phases(items, opts, run);
+    if (began && !committed) {
+      if (opts.before_commit)
+        opts.before_commit();
+      ntx.exec("COMMIT");
+    }
+    return results;
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (...) {
+    if (began && !committed && conn.is_open()) {
+      try {
+        ntx.exec("ROLLBACK");
+      } catch (const std::exception&) {
+        // The failure policy sees the original error; a connection that
+        // cannot roll back is dropped by the session on its next error.
+      }
+    }
+    throw;
+  }
 }
 
 }  // namespace waggle::db
