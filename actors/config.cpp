@@ -55,6 +55,14 @@ const std::vector<option>& options() {
      number(&node_config::startup_timeout_seconds)},
     {{"--readers", "WAGGLE_READERS", "reader sessions (connections) for REQ/COUNT", "2"},
      number(&node_config::readers)},
+    {{"--commit-delay-us", "WAGGLE_COMMIT_DELAY_US",
+      "hold an ingest batch up to this long for more events while several connections publish "
+      "(0 = never)",
+      "2000"},
+     number(&node_config::commit_delay_us)},
+    {{"--commit-siblings", "WAGGLE_COMMIT_SIBLINGS",
+      "connections publishing within 10 x the commit delay before batches are held", "4"},
+     number(&node_config::commit_siblings)},
     {{"--max-batch", "WAGGLE_MAX_BATCH", "most events in one ingest transaction", "512"},
      number(&node_config::max_batch)},
     {{"--created-at-window", "WAGGLE_CREATED_AT_WINDOW",
@@ -146,6 +154,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     cfg.relay_key_file = cfg.data_dir + "/relay.key";
   if (cfg.writers == 0 || cfg.readers == 0 || cfg.max_batch == 0)
     return {ec::invalid, "writers, readers and max-batch must be at least 1"};
+  if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
+    return {ec::invalid, "commit-delay-us must be within 0..100000"};
   return {};
 }
 

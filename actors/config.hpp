@@ -21,6 +21,8 @@ struct node_config {
   size_t writers = 2;
   size_t readers = 2;
   size_t max_batch = 512;
+  int64_t commit_delay_us = 2000;  // see ingest_settings
+  size_t commit_siblings = 4;
   int64_t created_at_window = 900;
   int64_t auth_window = 60;
   size_t max_connections = 10000;

@@ -14,6 +14,33 @@ void ingest_state::fail_everything(const std::string& reason) {
   queue.clear();
 }
 
+void ingest_state::note_arrival(caf::actor_addr sender, time_point now) {
+  recent[recent_next] = {std::move(sender), now};
+  recent_next = (recent_next + 1) % recent.size();
+}
+
+bool ingest_state::should_hold(time_point now) const {
+  auto delay = settings.commit_delay;
+  if (delay.count() == 0 || queue.empty() || queue.size() >= settings.max_batch)
+    return false;
+  if (now - queue.front().queued_at >= delay)
+    return false;
+  // Distinct senders of the recent arrivals (a few dozen: a linear scan).
+  auto since = now - delay * 10;
+  std::array<const caf::actor_addr*, 32> seen{};
+  size_t distinct = 0;
+  for (auto& a : recent) {
+    if (!a.sender || a.at < since)
+      continue;
+    bool known = false;
+    for (size_t i = 0; i < distinct && !known; ++i)
+      known = *seen[i] == a.sender;
+    if (!known)
+      seen[distinct++] = &a.sender;
+  }
+  return distinct >= settings.commit_siblings;
+}
+
 namespace {
 
 void dispatch(ingest_ptr self);
@@ -48,6 +75,15 @@ void on_batch_done(ingest_ptr self, writer_actor writer, write_batch_reply reply
 void dispatch(ingest_ptr self) {
   auto& st = self->state;
   while (!st.queue.empty() && !st.idle_writers.empty()) {
+    auto now = self->clock().now();
+    if (st.should_hold(now)) {
+      if (!st.hold_armed) {
+        st.hold_armed = true;
+        auto due = st.queue.front().queued_at + st.settings.commit_delay;
+        self->delayed_send(self, due - now, ingest_tick{});
+      }
+      return;
+    }
     auto writer = std::move(st.idle_writers.back());
     st.idle_writers.pop_back();
     auto n = std::min(st.queue.size(), st.settings.max_batch);
@@ -93,14 +129,22 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
   return {
     [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
       auto& st = self->state;
+      // Before make_response_promise, which takes the sender over.
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
       auto promise = self->make_response_promise<ingest_reply>();
       if (st.queue.size() >= st.settings.max_queue) {
         promise.deliver(ingest_reply{db::write_outcome::failed, "ingest queue full, retry later"});
         return promise;
       }
-      st.queue.push_back({db::ingest_item{req.community_id, std::move(req.ev)}, promise});
+      auto now = self->clock().now();
+      st.note_arrival(std::move(sender), now);
+      st.queue.push_back({db::ingest_item{req.community_id, std::move(req.ev)}, promise, now});
       dispatch(self);
       return promise;
+    },
+    [self](ingest_tick) {
+      self->state.hold_armed = false;
+      dispatch(self);
     },
     // Start-up: every writer connection probes the roster fence; the first
     // failure is the answer.

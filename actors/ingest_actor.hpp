@@ -2,11 +2,17 @@
 
 // Ingest: the writer pool with group commit (DESIGN §4). It queues incoming
 // events and, whenever a writer session is idle, hands it everything queued
-// (up to max_batch) as ONE transaction. There is no timer: at low load a
-// batch is one event and adds no latency; under load batches grow by
-// themselves while the writers are busy. Each sender hears back only after
-// its batch committed; committed events then go to the fanout hub.
+// (up to max_batch) as ONE transaction. A lone client never waits on a timer:
+// its batch is one event and adds no latency, and under load batches grow by
+// themselves while the writers are busy. Between the two, when several
+// connections publish at once but not fast enough to keep the writers busy,
+// every event would still pay a whole transaction; there ingest holds a batch
+// until its oldest event has waited commit_delay (or the batch is full), as
+// PostgreSQL's commit_delay/commit_siblings do for WAL flushes
+// (docs/benchmarks.md, "Group commit"). Each sender hears back only after its
+// batch committed; committed events then go to the fanout hub.
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -20,12 +26,23 @@ namespace waggle {
 struct ingest_settings {
   size_t max_batch = 512;
   size_t max_queue = 20000;  // beyond this, events are refused as rate-limited
+  // Hold a batch up to this long for more events (0 = never) ...
+  std::chrono::microseconds commit_delay{2000};
+  // ... but only while at least this many connections have sent events
+  // within the last 10 x commit_delay.
+  size_t commit_siblings = 4;
 };
 
 struct ingest_state {
+  using time_point = caf::actor_clock::time_point;
   struct pending {
     db::ingest_item item;
     caf::typed_response_promise<ingest_reply> promise;
+    time_point queued_at;
+  };
+  struct arrival {
+    caf::actor_addr sender;
+    time_point at;
   };
 
   ingest_settings settings;
@@ -37,6 +54,14 @@ struct ingest_state {
   // Batches a writer is running, by writer: answered on its reply, or failed
   // if the writer dies (its commit outcome is then unknown).
   std::map<caf::actor_addr, std::vector<pending>> in_flight;
+  // The last arrivals, for counting the connections publishing right now.
+  std::array<arrival, 32> recent{};
+  size_t recent_next = 0;
+  bool hold_armed = false;  // an ingest_tick is on its way
+
+  void note_arrival(caf::actor_addr sender, time_point now);
+  // True when the queued batch should wait for more events (see above).
+  bool should_hold(time_point now) const;
 
   // Answers every held request "failed" (never a false OK).
   void fail_everything(const std::string& reason);

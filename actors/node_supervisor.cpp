@@ -59,6 +59,8 @@ void spawn_child(self_ptr self, child which) {
                                                    "writer-" + std::to_string(i)));
       ingest_settings settings;
       settings.max_batch = cfg.max_batch;
+      settings.commit_delay = std::chrono::microseconds(cfg.commit_delay_us);
+      settings.commit_siblings = cfg.commit_siblings;
       st.handles.ingest = sys.spawn(ingest_actor_impl, settings, std::move(writers),
                                     st.handles.hub, st.env);
       watch(self, which, st.handles.ingest);

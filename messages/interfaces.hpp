@@ -15,7 +15,8 @@ namespace waggle {
 
 // Ingest: the writer pool with group commit (DESIGN §4).
 using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>,
-                                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
+                                     caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
+                                     caf::reacts_to<ingest_tick>>;
 
 // One writer session: owns one writer connection, runs one batch at a time.
 using writer_actor

@@ -211,6 +211,9 @@ struct channel_revoked {
 // TTL reaper timer, and what it archived (-> group actor, to republish 39000).
 struct reap_tick {};
 
+// Ingest's commit-delay timer (ingest -> itself): a held batch may go now.
+struct ingest_tick {};
+
 struct channels_archived {
   std::vector<db::channel_ref> channels;
 };
@@ -358,6 +361,10 @@ typename Inspector::result_type inspect(Inspector& f, reap_tick&) {
   return f(caf::meta::type_name("reap_tick"));
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ingest_tick&) {
+  return f(caf::meta::type_name("ingest_tick"));
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channels_archived& x) {
   return f(caf::meta::type_name("channels_archived"), x.channels);
 }
@@ -481,4 +488,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::channel_revoked))
   CAF_ADD_TYPE_ID(waggle, (waggle::reap_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::channels_archived))
+  CAF_ADD_TYPE_ID(waggle, (waggle::ingest_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -160,3 +160,90 @@ TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {
 }
 
 }  // namespace
+
+// ---- commit delay: several publishers at once are grouped, a lone one never waits ----
+
+class commit_delay_test : public ingest_test {
+ protected:
+  // A client of its own, i.e. another connection as ingest sees it.
+  caf::actor another_client() {
+    return spawn([this](caf::event_based_actor* self) -> caf::behavior {
+      return {
+        [this, self](event_ptr& ev) {
+          auto id = ev->id;
+          self->request(ingest, caf::infinite, ingest_request{1, ev})
+            .then([this, id](ingest_reply& r) { out->got.emplace_back(id, r.outcome); },
+                  [this, id](caf::error&) { out->got.emplace_back(id, db::write_outcome::failed); });
+        },
+      };
+    });
+  }
+  void publish_from(const caf::actor& who, const event_ptr& ev) {
+    caf::anon_send(who, ev);
+    run();
+  }
+  static constexpr auto delay = std::chrono::microseconds(2000);
+};
+
+TEST_F(commit_delay_test, events_of_several_connections_wait_for_one_batch) {
+  ingest_settings defaults;
+  ASSERT_EQ(defaults.commit_delay, delay);
+  ASSERT_EQ(defaults.commit_siblings, 4u);
+  std::vector<caf::actor> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(another_client());
+  // The first three connections: fewer than commit_siblings, no holding.
+  for (int i = 0; i < 3; ++i) {
+    publish_from(clients[i], event_with("early " + std::to_string(i)));
+    caf::anon_send(writer_raw, caf::atom("commit"));
+    run();
+  }
+  ASSERT_TRUE(writer_log->batches.empty());
+  EXPECT_EQ(out->got.size(), 3u);
+  // Now a fourth connection publishes: four publish at once, so the batch is
+  // held, and what the others send meanwhile joins it.
+  publish_from(clients[3], event_with("a"));
+  EXPECT_TRUE(writer_log->batches.empty()) << "held for more events";
+  EXPECT_TRUE(sched().has_pending_timeout());
+  publish_from(clients[0], event_with("b"));
+  publish_from(clients[1], event_with("c"));
+  EXPECT_TRUE(writer_log->batches.empty());
+  sched().advance_time(delay);
+  run();
+  ASSERT_EQ(writer_log->batches.size(), 1u);
+  EXPECT_EQ(writer_log->batches[0].req.items.size(), 3u) << "one batch for all three";
+  EXPECT_EQ(out->got.size(), 3u) << "still answered only after the commit";
+  caf::anon_send(writer_raw, caf::atom("commit"));
+  run();
+  EXPECT_EQ(out->got.size(), 6u);
+}
+
+TEST_F(commit_delay_test, a_full_batch_goes_without_waiting) {
+  std::vector<caf::actor> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(another_client());
+  for (int i = 0; i < 4; ++i)
+    publish_from(clients[i], event_with("warm " + std::to_string(i)));
+  caf::anon_send(writer_raw, caf::atom("commit"));  // the first went alone (3 siblings)
+  run();
+  writer_log->batches.clear();
+  ingest_settings defaults;
+  size_t sent = 0;
+  while (writer_log->batches.empty() && sent < defaults.max_batch + 1) {
+    publish_from(clients[sent % 4], event_with("fill " + std::to_string(sent)));
+    ++sent;
+  }
+  ASSERT_EQ(writer_log->batches.size(), 1u) << "a full batch is not held";
+  EXPECT_EQ(writer_log->batches[0].req.items.size(), defaults.max_batch);
+}
+
+TEST_F(commit_delay_test, a_lone_connection_never_waits_however_fast_it_sends) {
+  for (int i = 0; i < 20; ++i) {
+    publish(event_with("lone " + std::to_string(i)));
+    ASSERT_EQ(writer_log->batches.size(), 1u) << i;
+    EXPECT_FALSE(sched().has_pending_timeout());
+    caf::anon_send(writer_raw, caf::atom("commit"));
+    run();
+  }
+  EXPECT_EQ(out->got.size(), 20u);
+}
