@@ -60,7 +60,7 @@ void publisher::start(int64_t t0, int64_t deadline) {
 
 void publisher::send(size_t k, int64_t started) {
   auto& ev = events_[k];
-  pending_.emplace(ev.id, started);
+  pending_.emplace(ev.id, in_flight_event{started, k});
   ++counts.sent;
   progress_.sent.fetch_add(1, std::memory_order_relaxed);
   if (clock_)
@@ -105,7 +105,9 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
     } else {
       ++counts.accepted;
       progress_.accepted.fetch_add(1, std::memory_order_relaxed);
-      ack_ms.push_back(ms_between(i->second, now));
+      ack_ms.push_back(ms_between(i->second.started, now));
+      if (clock_)
+        clock_->mark_accepted(first_index_ + i->second.index);
     }
   } else {
     ++counts.rejected;
@@ -117,6 +119,8 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
     return;
   if (now >= deadline_)
     limit_ = next_;
+  else if (next_ == limit_ && pending_.empty())
+    ran_out = true;
   while (next_ < limit_ && pending_.size() < pace_.in_flight)
     send(next_++, now);
 }
@@ -131,16 +135,15 @@ subscriber::subscriber(std::shared_ptr<nostr_client> client, std::string filter_
 void subscriber::subscribe() { client_->send("[\"REQ\",\"live\"," + filter_json_ + "]"); }
 
 void subscriber::on_eose() {
-  if (!ready_)
+  if (!ready_ && refused.empty())
     progress_.subscribed.fetch_add(1);
   ready_ = true;
 }
 
 void subscriber::on_closed(std::string_view message) {
+  if (refused.empty())
+    progress_.refused.fetch_add(1);
   refused = std::string{message};
-  if (!ready_)
-    progress_.subscribed.fetch_add(1);
-  ready_ = true;
 }
 
 void subscriber::on_event(std::string_view id) {
@@ -177,7 +180,8 @@ void querier::start(int64_t deadline) {
 }
 
 void querier::send_next() {
-  auto sub = "q" + std::to_string(sequence_);
+  std::string sub{"q"};
+  sub.append(std::to_string(sequence_));
   auto& filter = filters_[sequence_ % filters_.size()];
   ++sequence_;
   pending_.emplace(sub, now_ns());

@@ -25,7 +25,9 @@ struct progress_counters {
   std::atomic<size_t> accepted{0};
   std::atomic<size_t> rejected{0};
   std::atomic<size_t> delivered{0};
-  std::atomic<size_t> subscribed{0};  // subscribers whose REQ reached EOSE (or was refused)
+  std::atomic<size_t> subscribed{0};  // subscribers whose REQ reached EOSE
+  std::atomic<size_t> refused{0};     // subscriptions the relay CLOSED
+  std::atomic<size_t> dropped{0};     // connections lost after they were authenticated
 };
 
 // The outcome of one event (or REQ), by NIP-01 prefix.
@@ -59,6 +61,7 @@ class publisher : public std::enable_shared_from_this<publisher> {
   outcome_counts counts;
   std::vector<double> ack_ms;
   int64_t last_answer_ns = 0;
+  bool ran_out = false;  // closed loop: every pre-signed event went before the deadline
 
  private:
   void send(size_t k, int64_t started);
@@ -71,7 +74,11 @@ class publisher : public std::enable_shared_from_this<publisher> {
   progress_counters& progress_;
   publish_clock* clock_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
-  std::unordered_map<std::string_view, int64_t> pending_;  // id -> start of its latency
+  struct in_flight_event {
+    int64_t started;  // start of its latency
+    size_t index;     // in events_
+  };
+  std::unordered_map<std::string_view, in_flight_event> pending_;  // by id
   size_t next_ = 0;
   size_t limit_ = 0;
   int64_t t0_ = 0;
@@ -94,6 +101,8 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   size_t foreign = 0;  // events this run did not publish
   std::vector<double> delivery_ms;
   std::string refused;
+  bool listening() const { return ready_ && refused.empty(); }
+  bool saw(size_t index) const { return seen_[index]; }
 
  private:
   std::shared_ptr<nostr_client> client_;

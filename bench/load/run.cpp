@@ -70,8 +70,8 @@ plan make_plan(const load_options& o, size_t publishers) {
 
 std::vector<prepared_event> make_events(const load_options& o, const plan& p,
                                         const std::vector<keypair>& keys,
-                                        const std::vector<std::string>& channels) {
-  auto created_at = unix_now();
+                                        const std::vector<std::string>& channels,
+                                        int64_t created_at) {
   std::vector<size_t> owner(p.total);
   for (size_t c = 0; c < p.count.size(); ++c)
     for (size_t k = 0; k < p.count[c]; ++k)
@@ -166,10 +166,13 @@ int run_load(const load_options& o) {
   }
   plan p = publishes ? make_plan(o, o.connections) : plan{};
   std::vector<prepared_event> events;
+  // Subscribers ask for events since a little before this, so signing time
+  // cannot push the run's events out of their filter.
+  auto created_at = unix_now();
   if (publishes) {
     if (o.progress)
       std::cerr << "signing " << p.total << " events…\n";
-    events = make_events(o, p, keys, channels);
+    events = make_events(o, p, keys, channels, created_at);
   }
   std::unique_ptr<publish_clock> clock;
   if (o.subscribers)
@@ -179,7 +182,7 @@ int run_load(const load_options& o) {
   std::vector<std::shared_ptr<nostr_client>> sub_clients;
   std::vector<std::shared_ptr<subscriber>> subs;
   if (o.subscribers) {
-    auto since = std::to_string(unix_now() - 5);
+    auto since = std::to_string(created_at - 5);
     // Every channel of the run, so each accepted event reaches every subscriber.
     std::string h;
     for (auto& ch : channels)
@@ -193,18 +196,20 @@ int run_load(const load_options& o) {
     }
     result.subscribers = open_all(
       relay, sub_clients,
-      [subs](size_t s) {
+      [subs, &progress](size_t s) {
         auto sub = subs[s];
         client_handlers h;
         h.ready = [sub] { sub->subscribe(); };
         h.eose = [sub](std::string_view) { sub->on_eose(); };
         h.event = [sub](std::string_view, std::string_view id) { sub->on_event(id); };
         h.closed = [sub](std::string_view, std::string_view m) { sub->on_closed(m); };
+        h.failed = [&progress](const std::string&) { progress.dropped.fetch_add(1); };
         return h;
       },
       o.connect_parallel, std::chrono::seconds(120), errors);
     auto until = clock_type::now() + std::chrono::seconds(60);
-    while (progress.subscribed < result.subscribers && clock_type::now() < until)
+    while (progress.subscribed + progress.refused < result.subscribers &&
+           clock_type::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (o.progress)
       std::cerr << progress.subscribed << " of " << o.subscribers << " subscribers listening\n";
@@ -229,8 +234,9 @@ int run_load(const load_options& o) {
   }
   auto opened = open_all(
     relay, clients,
-    [pubs, queries](size_t c) {
+    [pubs, queries, &progress](size_t c) {
       client_handlers h;
+      h.failed = [&progress](const std::string&) { progress.dropped.fetch_add(1); };
       if (c < pubs.size()) {
         auto pub = pubs[c];
         h.ok = [pub](std::string_view id, bool ok, std::string_view m) { pub->on_ok(id, ok, m); };
@@ -243,13 +249,13 @@ int run_load(const load_options& o) {
       return h;
     },
     o.connect_parallel, std::chrono::seconds(300), errors);
-  result.connections_open = opened;
   if (o.progress)
     std::cerr << opened << " of " << o.connections << " connections authenticated\n";
 
   // --- the measured window ---------------------------------------------------------
   std::unique_ptr<commit_meter> meter;
   long long control_from = 0, run_from = 0;
+  int64_t control_from_ns = 0, run_from_ns = 0;
   double window = 0;
   if (!o.database_url.empty() && opened == o.connections) {
     // Equal windows (the load, or the idle control, plus one settle time),
@@ -260,12 +266,14 @@ int run_load(const load_options& o) {
     if (o.progress)
       std::cerr << "idle control window: " << window + 11 << " s…\n";
     commit_meter::settle();
+    control_from_ns = now_ns();
     control_from = meter->read();
     std::this_thread::sleep_for(std::chrono::duration<double>(window));
+    run_from_ns = now_ns();
     run_from = meter->read();
   }
 
-  auto t0 = now_ns() + 20'000'000;
+  auto t0 = now_ns();
   auto deadline = t0 + static_cast<int64_t>(o.duration * 1e9);
   if (opened == o.connections) {
     for (auto& pub : pubs)
@@ -291,9 +299,11 @@ int run_load(const load_options& o) {
     if (stable >= 3)
       break;
   }
-  // Subscribers get a moment for the last deliveries.
+  auto drained_ns = now_ns();
+  // Subscribers get up to 10 s for the last deliveries; what has not arrived
+  // by then counts as missed.
   if (!subs.empty()) {
-    auto until = clock_type::now() + std::chrono::seconds(5);
+    auto until = clock_type::now() + std::chrono::seconds(10);
     while (clock_type::now() < until &&
            progress.delivered < progress.accepted * progress.subscribed)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -301,15 +311,20 @@ int run_load(const load_options& o) {
   print_progress(o, progress, static_cast<double>(now_ns() - t0) / 1e9, true);
 
   if (meter) {
-    auto left = window - static_cast<double>(now_ns() - t0) / 1e9;
-    if (left > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double>(left));
-    else
-      result.errors.push_back("the run outlasted its commit-count window; commits overcounted");
+    // The last commit needs a full settle time of idleness before the read;
+    // if draining made the run window longer than the control window, the
+    // idle baseline is scaled to the run window's length.
+    auto read_at = std::max(run_from_ns + static_cast<int64_t>(window * 1e9),
+                            drained_ns + static_cast<int64_t>(commit_meter::settle_time.count() * 1e9));
+    if (auto left = read_at - now_ns(); left > 0)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+    auto run_to_ns = now_ns();
     auto run_to = meter->read();
     commit_count cc;
-    cc.window_s = window;
-    cc.idle_control = run_from - control_from;
+    cc.window_s = static_cast<double>(run_to_ns - run_from_ns) / 1e9;
+    auto control_s = static_cast<double>(run_from_ns - control_from_ns) / 1e9;
+    cc.idle_control = static_cast<long long>(
+      std::llround(static_cast<double>(run_from - control_from) * cc.window_s / control_s));
     cc.gross = run_to - run_from;
     cc.net = cc.gross - cc.idle_control;
     result.commits = cc;
@@ -353,19 +368,43 @@ int run_load(const load_options& o) {
     result.commits->per_message =
       static_cast<double>(result.commits->net) / static_cast<double>(result.outcomes.accepted);
   if (!subs.empty()) {
+    // Per event and per subscriber: every accepted event must have reached
+    // every listening subscriber; deliveries of events whose OK never came
+    // are not counted and cannot hide a miss.
     std::vector<double> delivery;
+    std::vector<const subscriber*> listening;
     for (auto& s : subs) {
-      result.fanout_delivered += s->distinct;
       result.fanout_duplicates += s->duplicates;
       delivery.insert(delivery.end(), s->delivery_ms.begin(), s->delivery_ms.end());
       if (!s->refused.empty())
         errors->add("subscription refused: " + s->refused);
+      if (s->listening())
+        listening.push_back(s.get());
     }
-    result.fanout_expected = result.outcomes.accepted * result.subscribers;
-    result.fanout_missed =
-      result.fanout_expected - std::min(result.fanout_expected, result.fanout_delivered);
+    result.subscribers = listening.size();
+    for (size_t k = 0; k < clock->size(); ++k) {
+      if (!clock->accepted(k))
+        continue;
+      for (auto* s : listening) {
+        ++result.fanout_expected;
+        if (s->saw(k))
+          ++result.fanout_delivered;
+      }
+    }
+    result.fanout_missed = result.fanout_expected - result.fanout_delivered;
     result.delivery_ms = summarize_latency(delivery);
   }
+  bool ran_out = false;
+  for (auto& pub : pubs)
+    ran_out = ran_out || pub->ran_out;
+  if (ran_out)
+    result.errors.push_back("a connection ran out of pre-signed events before the deadline; raise --events");
+  if (progress.dropped)
+    result.errors.push_back(std::to_string(progress.dropped.load()) +
+                            " connections were lost after they authenticated");
+  result.connections_open = opened - std::min<size_t>(opened, progress.dropped);
+  if (o.kind == workload::history && result.history_events == 0)
+    result.errors.push_back("the history queries returned no events: is --channel-prefix the seed's?");
   if (opened != o.connections)
     result.errors.push_back(std::to_string(o.connections - opened) + " connections did not open");
   for (auto& e : errors->take())
@@ -377,8 +416,10 @@ int run_load(const load_options& o) {
     std::ofstream(o.json_path) << to_json(result);
   if (!o.markdown_path.empty())
     std::ofstream(o.markdown_path) << md;
-  bool clean = result.errors.empty() && result.outcomes.rejected == 0 && result.unanswered == 0 &&
-               result.fanout_missed == 0 && result.subscribers == o.subscribers;
+  bool clean = result.errors.empty() && result.outcomes.rejected == 0 &&
+               result.outcomes.duplicate == 0 && result.unanswered == 0 &&
+               result.fanout_missed == 0 && result.fanout_duplicates == 0 &&
+               result.subscribers == o.subscribers;
   return clean ? 0 : 1;
 }
 
