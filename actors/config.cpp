@@ -61,7 +61,7 @@ const std::vector<option>& options() {
       "2000"},
      number(&node_config::commit_delay_us)},
     {{"--commit-siblings", "WAGGLE_COMMIT_SIBLINGS",
-      "connections publishing within 10 x the commit delay before batches are held", "4"},
+      "authors publishing within 10 x the commit delay before batches are held (2..32)", "4"},
      number(&node_config::commit_siblings)},
     {{"--max-batch", "WAGGLE_MAX_BATCH", "most events in one ingest transaction", "512"},
      number(&node_config::max_batch)},
@@ -156,6 +156,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "writers, readers and max-batch must be at least 1"};
   if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
+  if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)
+    return {ec::invalid, "commit-siblings must be within 2..32"};
   return {};
 }
 

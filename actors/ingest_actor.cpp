@@ -14,8 +14,8 @@ void ingest_state::fail_everything(const std::string& reason) {
   queue.clear();
 }
 
-void ingest_state::note_arrival(caf::actor_addr sender, time_point now) {
-  recent[recent_next] = {std::move(sender), now};
+void ingest_state::note_arrival(const std::string& author, time_point now) {
+  recent[recent_next] = {author, now};
   recent_next = (recent_next + 1) % recent.size();
 }
 
@@ -25,18 +25,18 @@ bool ingest_state::should_hold(time_point now) const {
     return false;
   if (now - queue.front().queued_at >= delay)
     return false;
-  // Distinct senders of the recent arrivals (a few dozen: a linear scan).
+  // Distinct authors of the recent arrivals (a few dozen: a linear scan).
   auto since = now - delay * 10;
-  std::array<const caf::actor_addr*, 32> seen{};
+  std::array<const std::string*, remembered> seen{};
   size_t distinct = 0;
   for (auto& a : recent) {
-    if (!a.sender || a.at < since)
+    if (a.author.empty() || a.at < since)
       continue;
     bool known = false;
     for (size_t i = 0; i < distinct && !known; ++i)
-      known = *seen[i] == a.sender;
+      known = *seen[i] == a.author;
     if (!known)
-      seen[distinct++] = &a.sender;
+      seen[distinct++] = &a.author;
   }
   return distinct >= settings.commit_siblings;
 }
@@ -129,15 +129,14 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
   return {
     [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
       auto& st = self->state;
-      // Before make_response_promise, which takes the sender over.
-      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
       auto promise = self->make_response_promise<ingest_reply>();
       if (st.queue.size() >= st.settings.max_queue) {
         promise.deliver(ingest_reply{db::write_outcome::failed, "ingest queue full, retry later"});
         return promise;
       }
       auto now = self->clock().now();
-      st.note_arrival(std::move(sender), now);
+      if (req.ev)
+        st.note_arrival(req.ev->pubkey, now);
       st.queue.push_back({db::ingest_item{req.community_id, std::move(req.ev)}, promise, now});
       dispatch(self);
       return promise;

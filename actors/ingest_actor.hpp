@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <deque>
+#include <string>
 #include <map>
 #include <vector>
 
@@ -28,8 +29,10 @@ struct ingest_settings {
   size_t max_queue = 20000;  // beyond this, events are refused as rate-limited
   // Hold a batch up to this long for more events (0 = never) ...
   std::chrono::microseconds commit_delay{2000};
-  // ... but only while at least this many connections have sent events
-  // within the last 10 x commit_delay.
+  // ... but only while at least this many authors (event pubkeys) have sent
+  // events within the last 10 x commit_delay. Authors, not sender actors:
+  // POST /events spawns an actor per request, and one author's stream, on
+  // any transport, is one publisher. 2..32 (the arrivals remembered).
   size_t commit_siblings = 4;
 };
 
@@ -41,7 +44,7 @@ struct ingest_state {
     time_point queued_at;
   };
   struct arrival {
-    caf::actor_addr sender;
+    std::string author;  // pubkey hex; "" = unused slot
     time_point at;
   };
 
@@ -54,12 +57,13 @@ struct ingest_state {
   // Batches a writer is running, by writer: answered on its reply, or failed
   // if the writer dies (its commit outcome is then unknown).
   std::map<caf::actor_addr, std::vector<pending>> in_flight;
-  // The last arrivals, for counting the connections publishing right now.
-  std::array<arrival, 32> recent{};
+  // The last arrivals, for counting the authors publishing right now.
+  static constexpr size_t remembered = 32;
+  std::array<arrival, remembered> recent{};
   size_t recent_next = 0;
   bool hold_armed = false;  // an ingest_tick is on its way
 
-  void note_arrival(caf::actor_addr sender, time_point now);
+  void note_arrival(const std::string& author, time_point now);
   // True when the queued batch should wait for more events (see above).
   bool should_hold(time_point now) const;
 

@@ -16,13 +16,10 @@
 #include <unordered_set>
 
 #include <pqxx/except>
-#include <pqxx/nontransaction>
-#include <pqxx/pipeline>
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
-#include "messages/proto/json_detail.hpp"
 #include "messages/proto/nip29.hpp"
 
 // The write path for events (DESIGN §4, §5).
@@ -30,9 +27,8 @@
 // A batch is ONE transaction with a constant number of statements, whatever
 // its size (each one skipped when it has nothing to do), in two phases: the
 // answers of phase A (S0, S1) decide what phase B (S2..S5) writes, and no
-// statement of phase B needs another's answer, so the ingest path sends each
-// phase in one round trip (BEGIN with phase A; COMMIT with phase B unless
-// the batch replaces heads, see write_batch):
+// statement of phase B needs another's answer (so a client with libpq's
+// pipeline mode could send each phase in one round trip; see write_batch):
 //   S0 lock     pg_advisory_xact_lock on every replacement coordinate the batch
 //               touches (candidates and kind-5 `a` targets), in sorted key order,
 //               in one statement, before any head is read.
@@ -194,15 +190,12 @@ struct statement_call {
 };
 
 // Runs the statements of one phase, in order, and returns their results.
-// `last` marks the second phase; `may_commit` says the transaction may end
-// with it (the batch's outcome no longer depends on anything checked after).
-using phase_runner = std::function<std::vector<pqxx::result>(
-  std::vector<statement_call>&& calls, bool last, bool may_commit)>;
+using phase_runner = std::function<std::vector<pqxx::result>(std::vector<statement_call>&& calls)>;
 
 // The batch in two phases, whatever runs them: phase A (S0 lock, S1 check)
 // whose answers decide each candidate, then phase B (S2 replace, S3 insert,
 // S4 delete, S5 ttl). Phase B's statements do not depend on one another's
-// answers, so a runner can send each phase in one round trip.
+// answers (a client with pipelining could send each phase at once).
 std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
                                           const write_options& opts, const phase_runner& run) {
   namespace nip29 = proto::nip29;
@@ -303,7 +296,6 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
   }
   // Phase A. S0: replacement locks, sorted by key hash, one statement.
   std::vector<statement_call> phase_a;
-  bool any_coordinate = false;
   {
     array_literal keys;
     for (const auto& c : cands) {
@@ -315,10 +307,8 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
             if (auto a = parse_a_target(t[1], c.ev->pubkey))
               keys.text(lock_key_hex(c.community_id, a->kind, c.ev->pubkey, a->d));
     }
-    if (!keys.empty()) {
+    if (!keys.empty())
       phase_a.push_back({stmt_lock, {keys.str()}});
-      any_coordinate = true;
-    }
   }
 
   // S1: existing ids, live heads, deletions already stored.
@@ -353,7 +343,7 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
     }
     phase_a.push_back({stmt_check, {community.str(), id.str(), pubkey.str(), kind.str(),
                                     created.str(), d_hex.str(), a_hex.str(), channel.str()}});
-    auto answers = run(std::move(phase_a), false, false);
+    auto answers = run(std::move(phase_a));
     for (const auto& row : answers.back()) {
       auto k = row[0].as<size_t>() - 1;
       auto what = row[1].as<std::string>();
@@ -528,9 +518,7 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
     phase_b.push_back({stmt_ttl, {ttl_community.str(), ttl_channel.str()}});
   }
 
-  // A batch that replaces heads must not commit before S3's answer is seen
-  // (below); every other batch may end with phase B.
-  auto answers = run(std::move(phase_b), true, !any_coordinate);
+  auto answers = run(std::move(phase_b));
 
   std::set<std::pair<int64_t, std::string>> inserted;
   if (insert_at)
@@ -566,7 +554,7 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
                                        const write_options& opts) {
   // Inside the caller's transaction: one statement at a time.
-  return write_in_phases(items, opts, [&tx](std::vector<statement_call>&& calls, bool, bool) {
+  return write_in_phases(items, opts, [&tx](std::vector<statement_call>&& calls) {
     prepare_statements(tx.conn());
     std::vector<pqxx::result> out;
     for (auto& c : calls)
@@ -578,87 +566,18 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
 std::vector<write_result> write_batch(pqxx::connection& conn,
                                       const std::vector<ingest_item>& items,
                                       const write_options& opts) {
-  // The batch's own transaction, each phase ONE round trip: BEGIN and phase
-  // A together, then phase B with the COMMIT when the batch may end with it.
-  // libpqxx's pipeline sends them as one query string of EXECUTEs of the
-  // same prepared statements (prepared on this connection first) and reads
-  // one result per statement. A failure skips the rest of that string, so
-  // the transaction is rolled back here before the error goes on to the
-  // failure policy, which sees the same exception types as before. With a
-  // before_commit hook (tests) the COMMIT is sent on its own after it.
-  pqxx::nontransaction ntx{conn};
-  bool began = false, committed = false;
-  auto run = [&](std::vector<statement_call>&& calls, bool last, bool may_commit) {
-    prepare_statements(conn);
-    std::vector<pqxx::result> out;
-    bool textual = std::all_of(calls.begin(), calls.end(), [](const statement_call& c) {
-      return std::all_of(c.params.begin(), c.params.end(),
-                         [](const std::string& p) { return proto::detail::valid_utf8(p); });
-    });
-    if (!textual) {
-      // A parameter PostgreSQL cannot take as text (invalid UTF-8; the relay's
-      // parser never lets one through) must fail as its own statement's
-      // 22021, which the bisection isolates: inside a query string it would
-      // fail the whole string. Such a batch goes statement by statement.
-      if (!began)
-        ntx.exec("BEGIN");
-      began = true;
-      for (auto& c : calls)
-        out.push_back(ntx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
-      return out;
-    }
-    std::vector<std::string> texts;
-    if (!began)
-      texts.emplace_back("BEGIN");
-    size_t first = texts.size();
-    for (auto& c : calls) {
-      conn.prepare_now(c.name);
-      std::string text = "EXECUTE ";
-      text += c.name;
-      for (size_t i = 0; i < c.params.size(); ++i)
-        text.append(i ? ", " : "(").append(ntx.quote(c.params[i]));
-      text += c.params.empty() ? "" : ")";
-      texts.push_back(std::move(text));
-    }
-    bool commit = last && may_commit && !opts.before_commit;
-    if (commit)
-      texts.emplace_back("COMMIT");
-    began = true;  // from here on, a failure may leave the block open
-    pqxx::pipeline pipe{ntx};
-    pipe.retain(static_cast<int>(texts.size()) + 1);
-    std::vector<pqxx::pipeline::query_id> ids;
-    for (auto& t : texts)
-      ids.push_back(pipe.insert(t));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto r = pipe.retrieve(ids[i]);
-      if (i >= first && i < first + calls.size())
-        out.push_back(std::move(r));
-    }
-    pipe.complete();
-    committed = commit;
-    return out;
-  };
-  try {
-    auto results = write_in_phases(items, opts, run);
-    if (began && !committed) {
-      if (opts.before_commit)
-        opts.before_commit();
-      ntx.exec("COMMIT");
-    }
-    return results;
-  } catch (const pqxx::broken_connection&) {
-    throw;
-  } catch (...) {
-    if (began && !committed && conn.is_open()) {
-      try {
-        ntx.exec("ROLLBACK");
-      } catch (const std::exception&) {
-        // The failure policy sees the original error; a connection that
-        // cannot roll back is dropped by the session on its next error.
-      }
-    }
-    throw;
-  }
+  // One statement per round trip, values always as parameters of the
+  // prepared statements. Sending a phase as one query string of EXECUTEs
+  // (libpqxx's pipeline) saved two round trips but put event contents into
+  // the SQL text, which PostgreSQL logs on any error and shows in
+  // pg_stat_activity; libpq's pipeline mode would keep them parameters, and
+  // libpqxx 6.4 does not offer it (docs/benchmarks.md, "What would move it").
+  pqxx::work tx(conn);
+  auto results = write_events(tx, items, opts);
+  if (opts.before_commit)
+    opts.before_commit();
+  tx.commit();
+  return results;
 }
 
 }  // namespace waggle::db

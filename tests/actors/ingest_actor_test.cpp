@@ -42,12 +42,12 @@ caf::behavior fake_writer(caf::event_based_actor* self, std::shared_ptr<fake_wri
   };
 }
 
-std::shared_ptr<const proto::event> event_with(std::string content) {
+std::shared_ptr<const proto::event> event_with(std::string content, char signer = '1') {
   proto::event ev;
   ev.kind = 1;
   ev.created_at = 1'700'000'000;
   ev.content = std::move(content);
-  proto::sign(ev, std::string(64, '1'));
+  proto::sign(ev, std::string(64, signer));
   return std::make_shared<const proto::event>(std::move(ev));
 }
 
@@ -161,7 +161,7 @@ TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {
 
 }  // namespace
 
-// ---- commit delay: several publishers at once are grouped, a lone one never waits ----
+// ---- commit delay: several authors at once are grouped, a lone one never waits ----
 
 class commit_delay_test : public ingest_test {
  protected:
@@ -192,21 +192,21 @@ TEST_F(commit_delay_test, events_of_several_connections_wait_for_one_batch) {
   std::vector<caf::actor> clients;
   for (int i = 0; i < 4; ++i)
     clients.push_back(another_client());
-  // The first three connections: fewer than commit_siblings, no holding.
+  // The first three authors: fewer than commit_siblings, no holding.
   for (int i = 0; i < 3; ++i) {
-    publish_from(clients[i], event_with("early " + std::to_string(i)));
+    publish_from(clients[i], event_with("early " + std::to_string(i), static_cast<char>('1' + i)));
     caf::anon_send(writer_raw, caf::atom("commit"));
     run();
   }
   ASSERT_TRUE(writer_log->batches.empty());
   EXPECT_EQ(out->got.size(), 3u);
-  // Now a fourth connection publishes: four publish at once, so the batch is
+  // Now a fourth author publishes: four publish at once, so the batch is
   // held, and what the others send meanwhile joins it.
-  publish_from(clients[3], event_with("a"));
+  publish_from(clients[3], event_with("a", '4'));
   EXPECT_TRUE(writer_log->batches.empty()) << "held for more events";
   EXPECT_TRUE(sched().has_pending_timeout());
-  publish_from(clients[0], event_with("b"));
-  publish_from(clients[1], event_with("c"));
+  publish_from(clients[0], event_with("b", '1'));
+  publish_from(clients[1], event_with("c", '2'));
   EXPECT_TRUE(writer_log->batches.empty());
   sched().advance_time(delay);
   run();
@@ -223,14 +223,15 @@ TEST_F(commit_delay_test, a_full_batch_goes_without_waiting) {
   for (int i = 0; i < 4; ++i)
     clients.push_back(another_client());
   for (int i = 0; i < 4; ++i)
-    publish_from(clients[i], event_with("warm " + std::to_string(i)));
+    publish_from(clients[i], event_with("warm " + std::to_string(i), static_cast<char>('1' + i)));
   caf::anon_send(writer_raw, caf::atom("commit"));  // the first went alone (3 siblings)
   run();
   writer_log->batches.clear();
   ingest_settings defaults;
   size_t sent = 0;
   while (writer_log->batches.empty() && sent < defaults.max_batch + 1) {
-    publish_from(clients[sent % 4], event_with("fill " + std::to_string(sent)));
+    publish_from(clients[sent % 4],
+                 event_with("fill " + std::to_string(sent), static_cast<char>('1' + sent % 4)));
     ++sent;
   }
   ASSERT_EQ(writer_log->batches.size(), 1u) << "a full batch is not held";
@@ -246,4 +247,16 @@ TEST_F(commit_delay_test, a_lone_connection_never_waits_however_fast_it_sends) {
     run();
   }
   EXPECT_EQ(out->got.size(), 20u);
+}
+
+TEST_F(commit_delay_test, one_author_over_many_senders_is_one_publisher) {
+  // POST /events spawns an actor per request: senders differ, the author does not.
+  for (int i = 0; i < 10; ++i) {
+    publish_from(another_client(), event_with("over http " + std::to_string(i)));
+    ASSERT_EQ(writer_log->batches.size(), 1u) << i;
+    EXPECT_FALSE(sched().has_pending_timeout());
+    caf::anon_send(writer_raw, caf::atom("commit"));
+    run();
+  }
+  EXPECT_EQ(out->got.size(), 10u);
 }

@@ -1,16 +1,15 @@
-// The ingest path's batch transaction (db/event_write.cpp, write_batch):
-// BEGIN travels with phase A and COMMIT with phase B, in one round trip each,
-// and write_batch itself rolls back on failure. Whatever a batch holds or
-// however it fails, it must leave its connection outside any transaction
-// block: a batch answered from inside a block still open would be lost with
-// the connection, and the next one would run inside an aborted block.
+// The ingest path's batch transaction (db/event_write.cpp, write_batch).
+// Whatever a batch holds or however it fails, it must leave its connection
+// outside any transaction block: a batch answered from inside a block still
+// open would be lost with the connection, and the next one would run inside
+// an aborted block. (Guards any change to how BEGIN and COMMIT are sent.)
 
 #include "tests/pg/write_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {
 
-class WritePipelineTest : public WriteTest {
+class WriteTransactionTest : public WriteTest {
  protected:
   void SetUp() override {
     WriteTest::SetUp();
@@ -40,7 +39,7 @@ class WritePipelineTest : public WriteTest {
   std::unique_ptr<pqxx::connection> observer_;
 };
 
-TEST_F(WritePipelineTest, PlainBatchIsCommittedWithItsLastRoundTrip) {
+TEST_F(WriteTransactionTest, PlainBatchIsCommittedAndNothingStaysOpen) {
   auto c = community();
   std::vector<proto::event> evs;
   for (int i = 0; i < 5; ++i)
@@ -56,7 +55,7 @@ TEST_F(WritePipelineTest, PlainBatchIsCommittedWithItsLastRoundTrip) {
   EXPECT_EQ(writer_state(), "idle");
 }
 
-TEST_F(WritePipelineTest, BatchThatReplacesAHeadCommitsAfterItsAnswersAreChecked) {
+TEST_F(WriteTransactionTest, BatchThatReplacesAHeadCommitsAfterItsAnswersAreChecked) {
   auto c = community();
   auto [low, high] = tie_pair(61, 10002, 1000);
   EXPECT_EQ(write1(c, high), write_outcome::stored);
@@ -69,7 +68,7 @@ TEST_F(WritePipelineTest, BatchThatReplacesAHeadCommitsAfterItsAnswersAreChecked
   EXPECT_EQ(visible(c, {high, newer}), 2);
 }
 
-TEST_F(WritePipelineTest, FailedBatchIsRolledBackAndTheConnectionWritesOn) {
+TEST_F(WriteTransactionTest, FailedBatchIsRolledBackAndTheConnectionWritesOn) {
   auto c = community();
   std::vector<proto::event> evs{make_event(62, 1, 1000, {}, "fine"),
                                 make_event(62, 1, 1001, {{"t", std::string("bad\0", 4)}}, "poison")};
@@ -82,7 +81,7 @@ TEST_F(WritePipelineTest, FailedBatchIsRolledBackAndTheConnectionWritesOn) {
   EXPECT_EQ(visible(c, {next}), 1);
 }
 
-TEST_F(WritePipelineTest, BatchWithNothingToWriteOpensNoTransaction) {
+TEST_F(WriteTransactionTest, BatchWithNothingToWriteOpensNoTransaction) {
   auto c = community();
   auto ephemeral = make_event(63, 20001, 1000, {}, "ephemeral");
   EXPECT_EQ(write1(c, ephemeral), write_outcome::rejected);
