@@ -64,7 +64,13 @@ class ingest_test : public actor_test {
     ingest = spawn(ingest_actor_impl, ingest_settings{},
                    std::vector<writer_actor>{caf::actor_cast<writer_actor>(writer_raw)}, hub,
                    test_env());
-    client = spawn([this](caf::event_based_actor* self) -> caf::behavior {
+    client = spawn_client();
+    run();
+  }
+
+  // A client of ingest (a connection, as ingest sees it) that records replies.
+  caf::actor spawn_client() {
+    return spawn([this](caf::event_based_actor* self) -> caf::behavior {
       return {
         [this, self](event_ptr& ev) {
           auto id = ev->id;
@@ -74,7 +80,6 @@ class ingest_test : public actor_test {
         },
       };
     });
-    run();
   }
   ~ingest_test() override { writer_log->batches.clear(); }
 
@@ -165,19 +170,7 @@ TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {
 
 class commit_delay_test : public ingest_test {
  protected:
-  // A client of its own, i.e. another connection as ingest sees it.
-  caf::actor another_client() {
-    return spawn([this](caf::event_based_actor* self) -> caf::behavior {
-      return {
-        [this, self](event_ptr& ev) {
-          auto id = ev->id;
-          self->request(ingest, caf::infinite, ingest_request{1, ev})
-            .then([this, id](ingest_reply& r) { out->got.emplace_back(id, r.outcome); },
-                  [this, id](caf::error&) { out->got.emplace_back(id, db::write_outcome::failed); });
-        },
-      };
-    });
-  }
+  caf::actor another_client() { return spawn_client(); }
   void publish_from(const caf::actor& who, const event_ptr& ev) {
     caf::anon_send(who, ev);
     run();
