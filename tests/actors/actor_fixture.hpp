@@ -164,6 +164,12 @@ class actor_test : public ::testing::Test {
     return handle;
   }
 
+  // Drops the fixture's own handle to an actor, for a test that checks what
+  // else still references it once it is gone.
+  void forget(const caf::actor_addr& who) {
+    std::erase_if(spawned_, [&](const caf::actor& a) { return a.address() == who; });
+  }
+
   // Delivers every pending message (and what they cause) until all idle.
   size_t run() { return sched_->run(); }
 

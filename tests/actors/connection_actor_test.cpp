@@ -493,6 +493,29 @@ caf::behavior withholding_hub(caf::event_based_actor* self, std::shared_ptr<held
 
 class ordering_test : public connection_test {};
 
+// A closed connection must leave nothing behind on the long-lived core
+// actors: CAF 0.17 keeps each monitor (with a weak reference to the
+// connection actor, which pins its whole allocation) on the monitored actor
+// until the observer demonitors. Churn then grew the relay by 1.7 KB per
+// connection, without bound.
+TEST_F(connection_test, a_closed_connection_leaves_no_reference_on_its_peers) {
+  caf::weak_actor_ptr watched;
+  {
+    auto conn = open_authed();
+    watched = caf::actor_cast<caf::weak_actor_ptr>(conn);
+    forget(conn.address());
+    caf::anon_send(conn, socket_closed{});
+    run();
+  }
+  // Timers the connection set (its delayed messages hold it until they fire).
+  while (sched().has_pending_timeout()) {
+    sched().trigger_timeouts();
+    run();
+  }
+  ASSERT_TRUE(watched);
+  EXPECT_EQ(watched->weak_refs.load(), 1u) << "only this test's own weak reference; strong " << watched->strong_refs.load();
+}
+
 // The gap-freedom of REQ rests on this order: the history query is issued
 // only after the hub has indexed the subscription.
 TEST_F(ordering_test, history_is_queried_only_after_the_hub_acknowledges) {
