@@ -14,7 +14,7 @@ writer_actor::behavior_type writer_session_impl(writer_actor::stateful_pointer<w
   // The batch statements are prepared once per connection and their shape
   // does not depend on the values (arrays of the batch's rows, index probes
   // forced by OFFSET 0): a generic plan is right for every batch, and
-  // re-planning custom ones cost a tenth of PostgreSQL's CPU under load
+  // re-planning custom ones cost a fifth of PostgreSQL's CPU under load
   // (docs/benchmarks.md, "Profile").
   self->state.session = std::make_unique<db_session>(
     std::move(database_url), std::move(role),
