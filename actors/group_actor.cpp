@@ -83,8 +83,8 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
   st.env = std::move(env);
   self->link_to(st.session);
   if (!database_url.empty())
-    self->spawn<caf::detached + caf::linked>(ttl_reaper_impl, std::move(database_url),
-                                             caf::actor_cast<group_actor>(self), reap_interval);
+    st.reaper = self->spawn<caf::detached + caf::linked>(
+      ttl_reaper_impl, std::move(database_url), caf::actor_cast<group_actor>(self), reap_interval);
   if (repair_on_start)
     // A restart lost the roster actors' pending publications (and maybe a
     // command's effects between its COMMIT and our reply): republish every

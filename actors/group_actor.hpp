@@ -25,6 +25,10 @@ struct group_state {
 
   group_session_actor session;
   hub_actor hub;
+  // Held, not just linked: with --ttl-reap-seconds 0 the reaper has no timer,
+  // and an actor nobody references ends as unreachable, taking this one
+  // (linked) down with it.
+  reaper_actor reaper;
   node_env env;
   std::map<std::pair<int64_t, std::string>, roster_actor> rosters;
 
