@@ -107,6 +107,16 @@ const std::vector<option>& options() {
      text(&node_config::relay_key_file)},
     {{"--log-level", "WAGGLE_LOG_LEVEL", "debug, info, warn or error", "info"},
      text(&node_config::log_level)},
+    {{"--trace", "WAGGLE_TRACE",
+      "record an actor trace (JSON lines) to this file, from when the node serves "
+      "(docs/traces.md)",
+      ""},
+     text(&node_config::trace_file)},
+    {{"--trace-sample", "WAGGLE_TRACE_SAMPLE",
+      "with --trace: 0 records the whole node; N records only every N-th connection's own "
+      "frames and readings",
+      "0"},
+     number(&node_config::trace_sample)},
   };
   return all;
 }

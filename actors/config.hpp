@@ -42,6 +42,8 @@ struct node_config {
   std::string relay_key_file;  // default: $WAGGLE_DATA_DIR/relay.key
   std::string data_dir = ".waggle";
   std::string log_level = "info";
+  std::string trace_file;     // empty: no trace (docs/traces.md)
+  uint64_t trace_sample = 0;  // 0: the whole node; N: every N-th connection only
 };
 
 struct option_doc {

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
 
 namespace waggle {
@@ -26,7 +27,17 @@ std::string reason_label(const status& st) {
 
 }  // namespace
 
+void connection_state::trace_input(std::string_view kind, const std::string* text) {
+  if (!traced)
+    return;
+  trace_fields fields;
+  if (text)
+    fields.str("text", *text);
+  env.trace->record(env.actor, kind, fields);
+}
+
 void connection_state::start() {
+  traced = env.trace && env.trace->wants_connection(env.actor);
   challenge = env.random_challenge();
   send(proto::render_auth(challenge));
 }
@@ -458,10 +469,19 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   });
   st.start();
   return {
-    [self](const socket_frame& frame) { self->state.on_frame(frame.text); },
+    [self](const socket_frame& frame) {
+      self->state.trace_input("frame_in", &frame.text);
+      self->state.on_frame(frame.text);
+    },
     [self](const live_event& msg) { self->state.on_live(msg); },
-    [self](drain_request) { self->state.on_drain(); },
-    [self](socket_closed) { self->state.on_socket_closed(); },
+    [self](drain_request) {
+      self->state.trace_input("drain");
+      self->state.on_drain();
+    },
+    [self](socket_closed) {
+      self->state.trace_input("closed");
+      self->state.on_socket_closed();
+    },
     [self](const channel_revoked& msg) { self->state.on_revoked(msg); },
   };
 }

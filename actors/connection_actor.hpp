@@ -71,6 +71,7 @@ struct connection_state {
   size_t events_in_flight = 0;
   bool draining = false;
   bool closed = false;
+  bool traced = false;  // this connection's inputs are being recorded (docs/traces.md)
 
   ~connection_state();
   void start();
@@ -79,6 +80,8 @@ struct connection_state {
   void on_drain();
   void on_socket_closed();
   void on_revoked(const channel_revoked& msg);
+  // Records an input of the socket edge ("frame_in", "closed", "drain").
+  void trace_input(std::string_view kind, const std::string* text = nullptr);
 
   static inline const char* name = "connection";
 

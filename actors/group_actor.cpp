@@ -1,6 +1,7 @@
 #include "actors/group_actor.hpp"
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 #include "actors/roster_actor.hpp"
 #include "actors/ttl_reaper.hpp"
 #include "messages/proto/nip29.hpp"
@@ -15,11 +16,14 @@ roster_actor& roster_for(self_ptr self, int64_t community_id, const std::string&
   auto& st = self->state;
   auto key = std::make_pair(community_id, channel);
   auto i = st.rosters.find(key);
-  if (i == st.rosters.end())
-    i = st.rosters
-          .emplace(key, self->spawn<caf::linked>(roster_actor_impl, community_id, channel,
-                                                 st.session, st.hub, st.env))
-          .first;
+  if (i == st.rosters.end()) {
+    auto name = "roster:" + std::to_string(community_id) + ":" + channel;
+    auto roster = self->spawn<caf::linked>(roster_actor_impl, community_id, channel, st.session,
+                                           st.hub, st.env.for_actor(name));
+    if (st.env.trace)
+      st.env.trace->spawned(name, caf::actor_cast<caf::actor>(roster));
+    i = st.rosters.emplace(key, std::move(roster)).first;
+  }
   return i->second;
 }
 
@@ -140,6 +144,8 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
       return promise;
     },
     [self](channels_archived& msg) {
+      // From the TTL reaper's database session: an input of the node.
+      trace_node_message(self->state.env, "input", msg);
       // 39000 carries the archived flag: republish.
       for (auto& c : msg.channels)
         self->send(roster_for(self, c.community_id, c.channel), roster_dirty{});

@@ -3,6 +3,7 @@
 #include <pqxx/except>
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 #include "db/roster_fence.hpp"
 
 namespace waggle {
@@ -61,59 +62,68 @@ status with_connection(self_ptr self, const char* what, Fn&& fn) {
 
 group_session_actor::behavior_type
 group_session_impl(group_session_actor::stateful_pointer<group_session_state> self,
-                   std::string database_url, db::relay_signer signer) {
+                   std::string database_url, db::relay_signer signer, node_env env) {
+  self->state.env = env.for_actor("group_session");
   self->state.session = std::make_unique<db_session>(std::move(database_url), "group");
   self->state.signer = std::move(signer);
   return {
     [self](group_command_request& req) -> group_command_reply {
-      group_command_reply reply;
-      auto st = with_connection(self, "command failed", [&](pqxx::connection& conn) {
-        auto out = db::apply_group_command(conn, req.community_id, req.ev);
-        reply.result = std::move(out.result);
-        reply.change = std::move(out.change);
+      return traced_exchange(self->state.env, req, [&] {
+        group_command_reply reply;
+        auto st = with_connection(self, "command failed", [&](pqxx::connection& conn) {
+          auto out = db::apply_group_command(conn, req.community_id, req.ev);
+          reply.result = std::move(out.result);
+          reply.change = std::move(out.change);
+        });
+        if (!st.ok()) {
+          reply.result = {st.code == ec::invalid ? db::write_outcome::rejected
+                                                 : db::write_outcome::failed,
+                          st.reason};
+          reply.change = {};
+        }
+        return reply;
       });
-      if (!st.ok()) {
-        reply.result = {st.code == ec::invalid ? db::write_outcome::rejected
-                                               : db::write_outcome::failed,
-                        st.reason};
-        reply.change = {};
-      }
-      return reply;
     },
     [self](roster_publish_request& req) -> roster_publish_reply {
-      roster_publish_reply reply;
-      reply.err = with_connection(self, "roster publication failed", [&](pqxx::connection& conn) {
-        auto out = db::publish_roster(conn, req.community_id, req.channel, self->state.signer,
-                                      req.now);
-        reply.events = std::move(out.events);
+      return traced_exchange(self->state.env, req, [&] {
+        roster_publish_reply reply;
+        reply.err = with_connection(self, "roster publication failed", [&](pqxx::connection& conn) {
+          auto out = db::publish_roster(conn, req.community_id, req.channel, self->state.signer,
+                                        req.now);
+          reply.events = std::move(out.events);
+        });
+        return reply;
       });
-      return reply;
     },
     [self](roster_repair_request& req) -> roster_repair_reply {
-      roster_repair_reply reply;
-      reply.err = with_connection(self, "roster repair failed", [&](pqxx::connection& conn) {
-        reply.repaired = 0;  // a retried attempt starts over
-        reply.events.clear();
-        for (auto& [community_id, channel] : db::stale_rosters(conn, self->state.signer.pubkey)) {
-          auto out = db::publish_roster(conn, community_id, channel, self->state.signer, req.now);
-          log::warn("group_session", "repaired a stale roster snapshot",
-                    {{"community", std::to_string(community_id)}, {"channel", channel},
-                     {"members", std::to_string(out.members.size())}});
-          ++reply.repaired;
-          for (auto& ev : out.events)
-            reply.events.push_back({community_id, std::move(ev)});
-        }
+      return traced_exchange(self->state.env, req, [&] {
+        roster_repair_reply reply;
+        reply.err = with_connection(self, "roster repair failed", [&](pqxx::connection& conn) {
+          reply.repaired = 0;  // a retried attempt starts over
+          reply.events.clear();
+          for (auto& [community_id, channel] : db::stale_rosters(conn, self->state.signer.pubkey)) {
+            auto out = db::publish_roster(conn, community_id, channel, self->state.signer, req.now);
+            log::warn("group_session", "repaired a stale roster snapshot",
+                      {{"community", std::to_string(community_id)}, {"channel", channel},
+                       {"members", std::to_string(out.members.size())}});
+            ++reply.repaired;
+            for (auto& ev : out.events)
+              reply.events.push_back({community_id, std::move(ev)});
+          }
+        });
+        return reply;
       });
-      return reply;
     },
-    [self](fence_probe_request) -> fence_probe_reply {
-      fence_probe_reply reply;
-      auto st = with_connection(self, "fence probe failed", [&](pqxx::connection& conn) {
-        reply.err = db::check_roster_fence(conn);
+    [self](fence_probe_request req) -> fence_probe_reply {
+      return traced_exchange(self->state.env, req, [&] {
+        fence_probe_reply reply;
+        auto st = with_connection(self, "fence probe failed", [&](pqxx::connection& conn) {
+          reply.err = db::check_roster_fence(conn);
+        });
+        if (!st.ok())
+          reply.err = st;
+        return reply;
       });
-      if (!st.ok())
-        reply.err = st;
-      return reply;
     },
   };
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/db_session.hpp"
+#include "actors/env.hpp"
 #include "db/group_store.hpp"
 #include "messages/interfaces.hpp"
 
@@ -18,11 +19,12 @@ namespace waggle {
 struct group_session_state {
   std::unique_ptr<db_session> session;
   db::relay_signer signer;
+  node_env env;  // "group_session": its trace records
   static inline const char* name = "group_session";
 };
 
 group_session_actor::behavior_type
 group_session_impl(group_session_actor::stateful_pointer<group_session_state> self,
-                   std::string database_url, db::relay_signer signer);
+                   std::string database_url, db::relay_signer signer, node_env env);
 
 }  // namespace waggle

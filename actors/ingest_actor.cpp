@@ -1,6 +1,7 @@
 #include "actors/ingest_actor.hpp"
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 
 namespace waggle {
 
@@ -75,7 +76,7 @@ void on_batch_done(ingest_ptr self, writer_actor writer, write_batch_reply reply
 void dispatch(ingest_ptr self) {
   auto& st = self->state;
   while (!st.queue.empty() && !st.idle_writers.empty()) {
-    auto now = self->clock().now();
+    auto now = st.env.steady_now();
     if (st.should_hold(now)) {
       if (!st.hold_armed) {
         st.hold_armed = true;
@@ -134,14 +135,15 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
         promise.deliver(ingest_reply{db::write_outcome::failed, "ingest queue full, retry later"});
         return promise;
       }
-      auto now = self->clock().now();
+      auto now = self->state.env.steady_now();
       if (req.ev)
         st.note_arrival(req.ev->pubkey, now);
       st.queue.push_back({db::ingest_item{req.community_id, std::move(req.ev)}, promise, now});
       dispatch(self);
       return promise;
     },
-    [self](ingest_tick) {
+    [self](ingest_tick tick) {
+      trace_node_message(self->state.env, "timer", tick);
       self->state.hold_armed = false;
       dispatch(self);
     },

@@ -37,7 +37,7 @@ struct ingest_settings {
 };
 
 struct ingest_state {
-  using time_point = caf::actor_clock::time_point;
+  using time_point = steady_time;  // from node_env, so a replay is exact
   struct pending {
     db::ingest_item item;
     caf::typed_response_promise<ingest_reply> promise;

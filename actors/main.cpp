@@ -18,6 +18,8 @@
 #include "actors/config.hpp"
 #include "actors/log.hpp"
 #include "actors/node.hpp"
+#include "actors/trace_recorder.hpp"
+#include "actors/trace_replay.hpp"
 #include "db/community_store.hpp"
 #include "db/migrate.hpp"
 #include "gateway/server.hpp"
@@ -31,7 +33,8 @@ int usage() {
                "  waggle serve [options]              run a relay node (waggle serve --help)\n"
                "  waggle migrate [--database-url URL] apply database migrations\n"
                "  waggle community add HOST [--name NAME] [--database-url URL]\n"
-               "  waggle community list [--database-url URL]\n";
+               "  waggle community list [--database-url URL]\n"
+               "  waggle replay TRACE                 replay a recorded actor trace (docs/traces.md)\n";
   return 2;
 }
 
@@ -111,6 +114,22 @@ void raise_fd_limit(size_t wanted) {
               {{"limit", std::to_string(lim.rlim_cur)}});
 }
 
+// `waggle replay <file>`: replays a recorded trace through the node's actors
+// (no database needed) and prints "identical" or the first divergence.
+int run_replay(std::vector<std::string> args) {
+  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
+    std::cerr << "usage: waggle replay <trace.jsonl>\n"
+                 "Replays a trace recorded with WAGGLE_TRACE (docs/traces.md). Exit 0: "
+                 "identical; 1: diverged; 2: the trace cannot be replayed.\n";
+    return 2;
+  }
+  auto out = replay_trace_file(args[0]);
+  std::cout << out.summary() << "\n";
+  if (!out.error.empty())
+    return 2;
+  return out.identical ? 0 : 1;
+}
+
 int run_serve(std::vector<std::string> args) {
   for (auto& a : args)
     if (a == "--help" || a == "-h") {
@@ -138,12 +157,23 @@ int run_serve(std::vector<std::string> args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  node relay{cfg, node_env::production()};
+  auto env = node_env::production();
+  std::shared_ptr<trace_recorder> recorder;
+  if (!cfg.trace_file.empty()) {
+    recorder = std::make_shared<trace_recorder>(cfg.trace_file, cfg.trace_sample);
+    env.trace = recorder;
+  }
+  node relay{cfg, env};
   if (auto st = relay.start_checks(); !st.ok()) {
     log::error("node", "refusing to start", {{"reason", st.reason}});
     std::cerr << "waggle serve: refusing to start: " << st.reason << "\n";
     relay.stop();
     return 3;
+  }
+  if (recorder) {
+    recorder->start(trace_node_json(cfg, relay.relay_pubkey()));
+    log::info("node", "recording a trace",
+              {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
   }
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
@@ -167,6 +197,8 @@ int run_serve(std::vector<std::string> args) {
                         std::chrono::steady_clock::now() - started);
   server.shutdown(std::max<std::chrono::seconds>(left, std::chrono::seconds(1)));
   relay.stop();
+  if (recorder)
+    recorder->flush();
   log::info("node", "stopped");
   return 0;
 }
@@ -186,6 +218,8 @@ int main(int argc, char** argv) {
       return run_migrate(std::move(args));
     if (cmd == "community")
       return run_community(std::move(args));
+    if (cmd == "replay")
+      return run_replay(std::move(args));
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

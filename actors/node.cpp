@@ -13,7 +13,9 @@
 #include <rapidjson/writer.h>
 
 #include "actors/admission.hpp"
+#include "actors/http_submit.hpp"
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
 
 namespace waggle {
@@ -110,24 +112,77 @@ gateway::node_api node::api() {
   return api;
 }
 
+proto::filter_limits filter_limits_for(const node_config& cfg) {
+  proto::filter_limits lim;
+  lim.max_filters = cfg.max_filters;
+  lim.max_values = cfg.max_filter_values;
+  lim.default_limit = cfg.default_limit;
+  lim.max_limit = cfg.max_limit;
+  return lim;
+}
+
+connection_settings connection_settings_for(const node_config& cfg,
+                                            const std::string& relay_pubkey,
+                                            int64_t community_id, const std::string& host) {
+  connection_settings settings;
+  settings.community_id = community_id;
+  settings.host = host;
+  settings.policy.created_at_window = cfg.created_at_window;
+  settings.policy.auth_window = cfg.auth_window;
+  settings.limits = filter_limits_for(cfg);
+  settings.max_subscriptions = cfg.max_subscriptions;
+  settings.relay_pubkey = relay_pubkey;
+  return settings;
+}
+
+ingest_settings ingest_settings_for(const node_config& cfg) {
+  ingest_settings settings;
+  settings.max_batch = cfg.max_batch;
+  settings.commit_delay = std::chrono::microseconds(cfg.commit_delay_us);
+  settings.commit_siblings = cfg.commit_siblings;
+  return settings;
+}
+
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  auto num = [&](const char* key, int64_t v) {
+    w.Key(key);
+    w.Int64(v);
+  };
+  w.StartObject();
+  w.Key("relay_pubkey");
+  w.String(relay_pubkey.c_str());
+  num("writers", static_cast<int64_t>(cfg.writers));
+  num("readers", static_cast<int64_t>(cfg.readers));
+  num("max_batch", static_cast<int64_t>(cfg.max_batch));
+  num("commit_delay_us", cfg.commit_delay_us);
+  num("commit_siblings", static_cast<int64_t>(cfg.commit_siblings));
+  num("created_at_window", cfg.created_at_window);
+  num("auth_window", cfg.auth_window);
+  num("max_subscriptions", static_cast<int64_t>(cfg.max_subscriptions));
+  num("max_filters", static_cast<int64_t>(cfg.max_filters));
+  num("max_filter_values", static_cast<int64_t>(cfg.max_filter_values));
+  num("default_limit", cfg.default_limit);
+  num("max_limit", cfg.max_limit);
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
 caf::actor node::open_connection(const db::community& c, const std::string& host,
                                  socket_sink_ptr sink) {
   auto handles = board_->get();
-  connection_settings settings;
-  settings.community_id = c.id;
-  settings.host = host;
-  settings.policy.created_at_window = cfg_.created_at_window;
-  settings.policy.auth_window = cfg_.auth_window;
-  settings.limits.max_filters = cfg_.max_filters;
-  settings.limits.max_values = cfg_.max_filter_values;
-  settings.limits.default_limit = cfg_.default_limit;
-  settings.limits.max_limit = cfg_.max_limit;
-  settings.max_subscriptions = cfg_.max_subscriptions;
-  settings.relay_pubkey = relay_pubkey_;
+  auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host);
+  auto name = "conn-" + std::to_string(++connections_opened_);
+  auto env = env_.for_actor(name);
+  if (env.trace && env.trace->wants_connection(name)) {
+    env.trace->record(name, "open", trace_fields{}.num("community", c.id).str("host", host));
+    sink = std::make_shared<traced_sink>(std::move(sink), env.trace, name);
+  }
   auto conn = system_->spawn(
     connection_actor_impl, settings,
-    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group}, env_,
-    std::move(sink));
+    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group},
+    std::move(env), std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
   {
     std::lock_guard guard{conn_mtx_};
@@ -145,73 +200,30 @@ caf::actor node::open_connection(const db::community& c, const std::string& host
 void node::submit_event(const db::community& c, std::string json, std::string auth_pubkey,
                         std::function<void(gateway::http_event_reply)> done) {
   auto handles = board_->get();
-  admission_policy policy;
-  policy.created_at_window = cfg_.created_at_window;
-  policy.auth_window = cfg_.auth_window;
-  // A one-shot actor, so parsing and signature checks run on scheduler
-  // threads (the body arrives as a message), never on the io thread.
-  auto worker = system_->spawn([handles, policy, community_id = c.id, env = env_,
-                                relay_pubkey = relay_pubkey_,
-                                auth_pubkey = std::move(auth_pubkey),
-                                done = std::move(done)](caf::event_based_actor* self) {
-    return caf::behavior{
-      [=](socket_frame& frame) {
-        auto parsed = proto::parse_event(frame.text);
-        if (!parsed) {
-          done({"", false, parsed.error().message()});
-          return self->quit();
-        }
-        auto ev = std::make_shared<const proto::event>(std::move(*parsed));
-        namespace nip29 = proto::nip29;
-        auto channel = nip29::channel_of(*ev);
-        auto st = admit_event(*ev, {auth_pubkey}, env.unix_now(), policy);
-        if (st.ok() && !channel)
-          st = channel.error();
-        if (st.ok() && nip29::is_group_state(ev->kind) && ev->pubkey != relay_pubkey)
-          st = {ec::restricted, "group state (kinds 39000-39003) is signed by the relay"};
-        if (st.ok() && proto::is_ephemeral(ev->kind) && channel && *channel)
-          st = {ec::restricted, "ephemeral channel events are accepted over WebSocket only"};
-        if (!st.ok()) {
-          if (env.stats)
-            env.stats->count_rejected(std::string{prefix_of(st.code)});
-          done({ev->id, false, st.message()});
-          return self->quit();
-        }
-        if (nip29::is_group_command(ev->kind)) {
-          self->request(handles->group, std::chrono::seconds(30), group_request{community_id, ev})
-            .then(
-              [=](ingest_reply& reply) {
-                auto answer = answer_for(reply.outcome, reply.reason);
-                done({ev->id, answer.accepted, answer.message});
-                self->quit();
-              },
-              [=](caf::error&) {
-                done({ev->id, false, "error: group actor unavailable"});
-                self->quit();
-              });
-          return;
-        }
-        if (proto::is_ephemeral(ev->kind)) {
-          self->send(handles->hub, committed_events{{db::ingest_item{community_id, ev}}});
-          done({ev->id, true, ""});
-          return self->quit();
-        }
-        self->request(handles->ingest, std::chrono::seconds(30), ingest_request{community_id, ev})
-          .then(
-            [=](ingest_reply& reply) {
-              auto answer = answer_for(reply.outcome, reply.reason);
-              if (env.stats && reply.outcome == db::write_outcome::stored)
-                ++env.stats->events_accepted;
-              done({ev->id, answer.accepted, answer.message});
-              self->quit();
-            },
-            [=](caf::error&) {
-              done({ev->id, false, "error: ingest unavailable"});
-              self->quit();
-            });
-      },
+  http_submit_context ctx;
+  ctx.community_id = c.id;
+  ctx.relay_pubkey = relay_pubkey_;
+  ctx.policy = connection_settings_for(cfg_, relay_pubkey_, c.id, "").policy;
+  ctx.ingest = handles->ingest;
+  ctx.hub = handles->hub;
+  ctx.group = handles->group;
+  auto name = "http-" + std::to_string(++http_requests_);
+  ctx.env = env_.for_actor(name);
+  if (ctx.env.trace && ctx.env.trace->node_level()) {
+    ctx.env.trace->record(name, "http_in",
+                          trace_fields{}
+                            .num("community", c.id)
+                            .str("auth_pubkey", auth_pubkey)
+                            .str("text", json));
+    done = [trace = ctx.env.trace, name, done = std::move(done)](gateway::http_event_reply r) {
+      trace->record(name, "http_out",
+                    trace_fields{}.str("text", proto::render_ok(r.id, r.accepted, r.message)));
+      done(std::move(r));
     };
-  });
+  }
+  ctx.auth_pubkey = std::move(auth_pubkey);
+  ctx.done = std::move(done);
+  auto worker = system_->spawn(http_submit_impl, std::move(ctx));
   caf::anon_send(worker, socket_frame{std::move(json)});
 }
 

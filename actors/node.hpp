@@ -13,6 +13,8 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/config.hpp"
+#include "actors/connection_actor.hpp"
+#include "actors/ingest_actor.hpp"
 #include "actors/env.hpp"
 #include "actors/node_supervisor.hpp"
 #include "gateway/node_api.hpp"
@@ -58,9 +60,23 @@ class node {
   std::shared_ptr<community_snapshot> snapshot_;
   supervisor_actor supervisor_;
   std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
+  std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...
   mutable std::mutex conn_mtx_;
   std::set<caf::actor> connections_;
 };
+
+// The settings a node derives from its config; a trace replay derives them
+// the same way from the trace header.
+connection_settings connection_settings_for(const node_config& cfg,
+                                            const std::string& relay_pubkey,
+                                            int64_t community_id, const std::string& host);
+ingest_settings ingest_settings_for(const node_config& cfg);
+proto::filter_limits filter_limits_for(const node_config& cfg);
+
+// The trace header's "node" object: the settings a replay needs to rebuild
+// the node's actors (docs/traces.md), and node_config_from_trace's inverse.
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey);
 
 // Loads the relay's secret key from `path`, creating it (mode 0600) if
 // missing. Returns the secret hex; never logged.

@@ -7,6 +7,7 @@
 #include "actors/group_session.hpp"
 #include "actors/ingest_actor.hpp"
 #include "actors/log.hpp"
+#include "actors/node.hpp"
 #include "actors/reader_session.hpp"
 #include "actors/writer_session.hpp"
 
@@ -27,14 +28,6 @@ const char* child_name(child c) {
   }
 }
 
-proto::filter_limits limits_of(const node_config& cfg) {
-  proto::filter_limits lim;
-  lim.max_filters = cfg.max_filters;
-  lim.max_values = cfg.max_filter_values;
-  lim.default_limit = cfg.default_limit;
-  lim.max_limit = cfg.max_limit;
-  return lim;
-}
 
 template <class Handle>
 void watch(self_ptr self, child which, const Handle& h) {
@@ -48,7 +41,7 @@ void spawn_child(self_ptr self, child which) {
   auto& sys = self->system();
   switch (which) {
     case child::hub: {
-      st.handles.hub = sys.spawn(fanout_hub_impl, st.env);
+      st.handles.hub = sys.spawn(fanout_hub_impl, st.env.for_actor("hub"));
       watch(self, which, st.handles.hub);
       break;
     }
@@ -56,13 +49,9 @@ void spawn_child(self_ptr self, child which) {
       std::vector<writer_actor> writers;
       for (size_t i = 0; i < cfg.writers; ++i)
         writers.push_back(sys.spawn<caf::detached>(writer_session_impl, cfg.database_url,
-                                                   "writer-" + std::to_string(i)));
-      ingest_settings settings;
-      settings.max_batch = cfg.max_batch;
-      settings.commit_delay = std::chrono::microseconds(cfg.commit_delay_us);
-      settings.commit_siblings = cfg.commit_siblings;
-      st.handles.ingest = sys.spawn(ingest_actor_impl, settings, std::move(writers),
-                                    st.handles.hub, st.env);
+                                                   "writer-" + std::to_string(i), st.env));
+      st.handles.ingest = sys.spawn(ingest_actor_impl, ingest_settings_for(cfg), std::move(writers),
+                                    st.handles.hub, st.env.for_actor("ingest"));
       watch(self, which, st.handles.ingest);
       break;
     }
@@ -70,7 +59,8 @@ void spawn_child(self_ptr self, child which) {
       std::vector<reader_actor> sessions;
       for (size_t i = 0; i < cfg.readers; ++i)
         sessions.push_back(sys.spawn<caf::detached>(
-          reader_session_impl, cfg.database_url, "reader-" + std::to_string(i), limits_of(cfg)));
+          reader_session_impl, cfg.database_url, "reader-" + std::to_string(i), filter_limits_for(cfg),
+          st.env));
       st.handles.reader = sys.spawn(reader_pool_impl, std::move(sessions));
       watch(self, which, st.handles.reader);
       break;
@@ -82,9 +72,10 @@ void spawn_child(self_ptr self, child which) {
       break;
     }
     case child::group: {
-      auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, st.signer);
+      auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, st.signer,
+                                              st.env);
       st.handles.group = sys.spawn(
-        group_actor_impl, session, st.handles.hub, st.env, cfg.database_url,
+        group_actor_impl, session, st.handles.hub, st.env.for_actor("group"), cfg.database_url,
         caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)},
         st.restarts[static_cast<size_t>(child::group)] > 0);
       watch(self, which, st.handles.group);

@@ -3,6 +3,7 @@
 #include <pqxx/except>
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 #include "db/group_store.hpp"
 
 namespace waggle {
@@ -46,44 +47,54 @@ access_reply check_access(pqxx::connection& conn, int64_t community_id, const re
   return reply;
 }
 
+history_reply read_history(reader_actor::stateful_pointer<reader_state> self,
+                           const history_request& req) {
+  return run_read<history_reply>(self, [&](pqxx::connection& conn, history_reply& reply) {
+    // Checked again here, after the subscription was registered with the
+    // hub: a removal that committed since the first check is seen now, and
+    // one that commits later reaches the subscription as a channel_revoked
+    // through the hub.
+    auto access = check_access(conn, req.community_id, req.access);
+    if (!access.err.ok()) {
+      reply.err = access.err;
+      return;
+    }
+    reply.grants = std::move(access.grants);
+    reply.raws = db::query_events(conn, req.community_id, req.filters, self->state.limits);
+  });
+}
+
 }  // namespace
 
 reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<reader_state> self,
                                                 std::string database_url, std::string role,
-                                                proto::filter_limits limits) {
+                                                proto::filter_limits limits, node_env env) {
+  self->state.env = env.for_actor(role);
   self->state.session = std::make_unique<db_session>(std::move(database_url), std::move(role));
   self->state.limits = limits;
   return {
     [self](history_request& req) -> history_reply {
-      return run_read<history_reply>(self, [&](pqxx::connection& conn, history_reply& reply) {
-        // Checked again here, after the subscription was registered with the
-        // hub: a removal that committed since the first check is seen now,
-        // and one that commits later reaches the subscription as a
-        // channel_revoked through the hub.
-        auto access = check_access(conn, req.community_id, req.access);
-        if (!access.err.ok()) {
-          reply.err = access.err;
-          return;
-        }
-        reply.grants = std::move(access.grants);
-        reply.raws = db::query_events(conn, req.community_id, req.filters, self->state.limits);
-      });
+      return traced_exchange(self->state.env, req, [&] { return read_history(self, req); });
     },
     [self](count_request& req) -> count_reply {
-      return run_read<count_reply>(self, [&](pqxx::connection& conn, count_reply& reply) {
-        if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
-          reply.err = access.err;
-          return;
-        }
-        reply.count = db::count_events(conn, req.community_id, req.filters);
+      return traced_exchange(self->state.env, req, [&] {
+        return run_read<count_reply>(self, [&](pqxx::connection& conn, count_reply& reply) {
+          if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+            reply.err = access.err;
+            return;
+          }
+          reply.count = db::count_events(conn, req.community_id, req.filters);
+        });
       });
     },
     [self](access_request& req) -> access_reply {
-      access_reply out;
-      auto fallback = run_read<access_reply>(self, [&](pqxx::connection& conn, access_reply&) {
-        out = check_access(conn, req.community_id, req.access);
+      return traced_exchange(self->state.env, req, [&] {
+        access_reply out;
+        auto fallback = run_read<access_reply>(self, [&](pqxx::connection& conn, access_reply&) {
+          out = check_access(conn, req.community_id, req.access);
+        });
+        return fallback.err.ok() ? out : fallback;
       });
-      return fallback.err.ok() ? out : fallback;
     },
   };
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/db_session.hpp"
+#include "actors/env.hpp"
 #include "messages/interfaces.hpp"
 
 namespace waggle {
@@ -16,12 +17,13 @@ namespace waggle {
 struct reader_state {
   std::unique_ptr<db_session> session;
   proto::filter_limits limits;
+  node_env env;  // named after the session ("reader-0"): its trace records
   static inline const char* name = "reader_session";
 };
 
 reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<reader_state> self,
                                                 std::string database_url, std::string role,
-                                                proto::filter_limits limits);
+                                                proto::filter_limits limits, node_env env);
 
 struct reader_pool_state {
   std::vector<reader_actor> sessions;

@@ -175,7 +175,11 @@ struct roster_publish_reply {
 };
 
 // Group actor -> roster actor: the channel changed; publish (again).
-struct roster_dirty {};
+// `retry` marks the roster actor's own retry after a failed publication (a
+// timer, recorded as such in traces).
+struct roster_dirty {
+  bool retry = false;
+};
 
 // Start-up (node) -> group actor -> group session: republish every stored
 // 39002 that differs from channel_members (db::stale_rosters).
@@ -332,8 +336,8 @@ typename Inspector::result_type inspect(Inspector& f, roster_publish_reply& x) {
   return f(caf::meta::type_name("roster_publish_reply"), x.events, x.err);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, roster_dirty&) {
-  return f(caf::meta::type_name("roster_dirty"));
+typename Inspector::result_type inspect(Inspector& f, roster_dirty& x) {
+  return f(caf::meta::type_name("roster_dirty"), x.retry);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, roster_repair_request& x) {

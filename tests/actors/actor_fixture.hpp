@@ -176,12 +176,14 @@ class actor_test : public ::testing::Test {
   caf::actor_system& sys() { return *sys_; }
   caf::scheduler::test_coordinator& sched() { return *sched_; }
 
-  // A deterministic environment: fixed clock, counting challenges.
-  static node_env test_env(int64_t now = 1'700'000'000) {
+  // A deterministic environment: fixed wall clock, counting challenges, and
+  // the test coordinator's clock as the monotonic one (advance_time moves it).
+  node_env test_env(int64_t now = 1'700'000'000) {
     node_env env;
+    env.sources.steady_now = [this] { return sched_->clock().now(); };
     auto counter = std::make_shared<int>(0);
-    env.unix_now = [now] { return now; };
-    env.random_challenge = [counter] { return "challenge-" + std::to_string(++*counter); };
+    env.sources.unix_now = [now] { return now; };
+    env.sources.random_challenge = [counter] { return "challenge-" + std::to_string(++*counter); };
     env.stats = std::make_shared<waggle::metrics>();
     return env;
   }

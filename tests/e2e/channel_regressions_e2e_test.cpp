@@ -272,15 +272,16 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   node_env env;
-  env.unix_now = [] { return wall_now(); };
-  env.random_challenge = [] { return std::string("challenge-1"); };
+  env.sources.unix_now = [] { return wall_now(); };
+  env.sources.random_challenge = [] { return std::string("challenge-1"); };
+  env.sources.steady_now = [] { return std::chrono::steady_clock::now(); };
   env.stats = std::make_shared<waggle::metrics>();
 
   auto hub = sys.spawn(fanout_hub_impl, env);
   proto::filter_limits limits;
-  auto reader_session = sys.spawn<caf::detached>(reader_session_impl, url, std::string("reader-0"), limits);
+  auto reader_session = sys.spawn<caf::detached>(reader_session_impl, url, std::string("reader-0"), limits, env);
   auto reader = sys.spawn(reader_pool_impl, std::vector<reader_actor>{reader_session});
-  auto session = sys.spawn<caf::detached>(group_session_impl, via_port(url, proxy.port()), signer);
+  auto session = sys.spawn<caf::detached>(group_session_impl, via_port(url, proxy.port()), signer, env);
   auto group = sys.spawn(group_actor_impl, session, hub, env, std::string(), caf::timespan{0}, false);
   auto ingest_log = std::make_shared<waggle::testing::fake_ingest_log>();
   auto ingest = sys.spawn(waggle::testing::fake_ingest, ingest_log);

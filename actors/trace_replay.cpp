@@ -1,0 +1,425 @@
+#include "actors/trace_replay.hpp"
+
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "actors/connection_actor.hpp"
+#include "actors/fanout_hub.hpp"
+#include "actors/group_actor.hpp"
+#include "actors/http_submit.hpp"
+#include "actors/ingest_actor.hpp"
+#include "actors/node.hpp"
+#include "actors/reader_session.hpp"
+
+namespace waggle {
+
+namespace {
+
+struct record {
+  uint64_t seq = 0;
+  std::string actor;
+  std::string kind;
+  std::string type;
+  std::string text;    // frame_in / frame_out; close_out: its close_text
+  std::string msg;     // trace_codec JSON, re-rendered compactly
+  std::string what;    // reading
+  std::string value;   // reading, as text
+  int64_t community = 0;
+  std::string host;
+  std::string auth_pubkey;  // http_in
+};
+
+std::string render(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  v.Accept(w);
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::string string_field(const rapidjson::Value& obj, const char* key) {
+  auto i = obj.FindMember(key);
+  if (i == obj.MemberEnd())
+    return {};
+  if (i->value.IsString())
+    return {i->value.GetString(), i->value.GetStringLength()};
+  if (i->value.IsInt64())
+    return std::to_string(i->value.GetInt64());
+  return render(i->value);
+}
+
+int64_t int_field(const rapidjson::Value& obj, const char* key, int64_t fallback = 0) {
+  auto i = obj.FindMember(key);
+  return i != obj.MemberEnd() && i->value.IsInt64() ? i->value.GetInt64() : fallback;
+}
+
+// The node settings the header carries (trace_node_json), over defaults.
+node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey) {
+  node_config cfg;
+  relay_pubkey = string_field(node, "relay_pubkey");
+  auto size = [&](const char* key, size_t fallback) {
+    return static_cast<size_t>(int_field(node, key, static_cast<int64_t>(fallback)));
+  };
+  cfg.writers = size("writers", cfg.writers);
+  cfg.readers = size("readers", cfg.readers);
+  cfg.max_batch = size("max_batch", cfg.max_batch);
+  cfg.commit_delay_us = int_field(node, "commit_delay_us", cfg.commit_delay_us);
+  cfg.commit_siblings = size("commit_siblings", cfg.commit_siblings);
+  cfg.created_at_window = int_field(node, "created_at_window", cfg.created_at_window);
+  cfg.auth_window = int_field(node, "auth_window", cfg.auth_window);
+  cfg.max_subscriptions = size("max_subscriptions", cfg.max_subscriptions);
+  cfg.max_filters = size("max_filters", cfg.max_filters);
+  cfg.max_filter_values = size("max_filter_values", cfg.max_filter_values);
+  cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
+  cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
+  return cfg;
+}
+
+// One replay: the node's actors over the player's stand-ins.
+class replayer {
+ public:
+  replayer(const node_config& cfg, std::string relay_pubkey, replay_player_ptr player)
+    : cfg_(cfg), relay_pubkey_(std::move(relay_pubkey)), player_(std::move(player)) {
+    register_types(sys_cfg_);
+    sys_cfg_.set("scheduler.policy", caf::atom("testing"));
+    sys_cfg_.set("logger.verbosity", caf::atom("quiet"));
+    sys_ = std::make_unique<caf::actor_system>(sys_cfg_);
+    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+    env_.sources.unix_now = [] { return int64_t{0}; };
+    env_.sources.random_challenge = [] { return std::string{}; };
+    env_.sources.steady_now = [] { return steady_time{}; };
+    env_.stats = std::make_shared<waggle::metrics>();
+    env_.trace = player_;
+    spawn_node();
+  }
+
+  ~replayer() {
+    for (auto& a : spawned_)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    sched_->run();
+    sys_->await_actors_before_shutdown(false);
+  }
+
+  // Feeds one record (inputs) or checks it (outputs). False: diverged.
+  bool step(const record& r, replay_outcome& out);
+  // After the last record: whatever the replay did that the trace did not.
+  void check_leftovers();
+
+ private:
+  template <class Handle>
+  Handle keep(Handle h) {
+    spawned_.push_back(caf::actor_cast<caf::actor>(h));
+    return h;
+  }
+  caf::actor stub(const std::string& name) {
+    auto s = keep(sys_->spawn(replay_db_stub, player_, name));
+    stubs_[name] = s;
+    return s;
+  }
+  void spawn_node();
+  void input(const caf::actor& to, caf::message msg) {
+    caf::anon_send(to, std::move(msg));
+    sched_->run();
+  }
+  void diverge(const record& r, std::string recorded, std::string replayed) {
+    if (!player_->divergence)
+      player_->divergence = trace_divergence{r.seq, r.actor, r.kind, std::move(recorded),
+                                             std::move(replayed)};
+  }
+  void check_frame(const record& r, const std::string& expected);
+  void check_request(const record& r);
+  void send_reply(const record& r);
+
+  node_config cfg_;
+  std::string relay_pubkey_;
+  replay_player_ptr player_;
+  caf::actor_system_config sys_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  node_env env_;
+  std::vector<caf::actor> spawned_;
+  std::map<std::string, caf::actor> stubs_;
+  std::map<std::string, caf::actor> conns_;
+  hub_actor hub_;
+  ingest_actor ingest_;
+  reader_actor reader_;
+  group_actor group_;
+};
+
+void replayer::spawn_node() {
+  hub_ = keep(sys_->spawn(fanout_hub_impl, env_.for_actor("hub")));
+  std::vector<writer_actor> writers;
+  for (size_t i = 0; i < cfg_.writers; ++i)
+    writers.push_back(caf::actor_cast<writer_actor>(stub("writer-" + std::to_string(i))));
+  ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings_for(cfg_), std::move(writers),
+                             hub_, env_.for_actor("ingest")));
+  std::vector<reader_actor> readers;
+  for (size_t i = 0; i < cfg_.readers; ++i)
+    readers.push_back(caf::actor_cast<reader_actor>(stub("reader-" + std::to_string(i))));
+  reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers)));
+  auto session = caf::actor_cast<group_session_actor>(stub("group_session"));
+  // No TTL reaper (its database session is outside the replay; what it
+  // archived is an "input" record) and no start-up repair (recording starts
+  // after it).
+  group_ = keep(sys_->spawn(group_actor_impl, session, hub_, env_.for_actor("group"),
+                            std::string{}, caf::timespan{0}, false));
+  sched_->run();
+}
+
+void replayer::check_frame(const record& r, const std::string& expected) {
+  auto& queue = player_->frames[r.actor];
+  if (queue.empty())
+    return diverge(r, expected, "(no frame)");
+  if (queue.front() != expected)
+    return diverge(r, expected, queue.front());
+  queue.pop_front();
+}
+
+void replayer::check_request(const record& r) {
+  auto& s = player_->stubs[r.actor];
+  if (s.requests_checked >= s.requests.size())
+    return diverge(r, r.type + " " + r.msg, "(no request)");
+  auto& got = s.requests[s.requests_checked];
+  if (got.type != r.type || got.msg != r.msg)
+    return diverge(r, r.type + " " + r.msg, got.type + " " + got.msg);
+  ++s.requests_checked;
+}
+
+void replayer::send_reply(const record& r) {
+  auto& s = player_->stubs[r.actor];
+  auto i = stubs_.find(r.actor);
+  // Each earlier reply was delivered (and its promise popped) before this
+  // record: every input runs to quiescence.
+  if (i == stubs_.end() || s.pending.empty())
+    return diverge(r, "a " + r.type + " to an open request", "no request is waiting at " + r.actor);
+  if (s.pending.front().type != r.type)
+    return diverge(r, r.type, "the request waits for a " + s.pending.front().type);
+  ++s.replies_sent;
+  input(i->second, caf::make_message(caf::atom("deliver"), r.msg));
+}
+
+bool replayer::step(const record& r, replay_outcome& out) {
+  player_->current_seq = r.seq;
+  const auto& k = r.kind;
+  auto conn = [&]() -> std::optional<caf::actor> {
+    if (auto i = conns_.find(r.actor); i != conns_.end())
+      return i->second;
+    diverge(r, k + " on " + r.actor, "no such connection was opened");
+    return std::nullopt;
+  };
+  if (k == "open") {
+    auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host);
+    auto handle = keep(sys_->spawn(
+      connection_actor_impl, settings, connection_peers{ingest_, hub_, reader_, group_},
+      env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
+    conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
+    sched_->run();
+    ++out.inputs;
+  } else if (k == "http_in") {
+    http_submit_context ctx;
+    ctx.community_id = r.community;
+    ctx.relay_pubkey = relay_pubkey_;
+    ctx.auth_pubkey = r.auth_pubkey;
+    ctx.policy = connection_settings_for(cfg_, relay_pubkey_, r.community, "").policy;
+    ctx.ingest = ingest_;
+    ctx.hub = hub_;
+    ctx.group = group_;
+    ctx.env = env_.for_actor(r.actor);
+    ctx.done = [player = player_, name = r.actor](gateway::http_event_reply reply) {
+      player->frames[name].push_back(proto::render_ok(reply.id, reply.accepted, reply.message));
+    };
+    input(sys_->spawn(http_submit_impl, std::move(ctx)), caf::make_message(socket_frame{r.text}));
+    ++out.inputs;
+  } else if (k == "frame_in") {
+    if (auto c = conn())
+      input(*c, caf::make_message(socket_frame{r.text}));
+    ++out.inputs;
+  } else if (k == "closed") {
+    if (auto c = conn())
+      input(*c, caf::make_message(socket_closed{}));
+    ++out.inputs;
+  } else if (k == "drain") {
+    if (auto c = conn())
+      input(*c, caf::make_message(drain_request{}));
+    ++out.inputs;
+  } else if (k == "timer" && r.type == "ingest_tick") {
+    input(caf::actor_cast<caf::actor>(ingest_), caf::make_message(ingest_tick{}));
+    ++out.inputs;
+  } else if (k == "timer" && r.type == "roster_dirty") {
+    if (auto roster = player_->spawned_actor(r.actor))
+      input(*roster, caf::make_message(roster_dirty{true}));
+    else
+      diverge(r, "a retry timer of " + r.actor, "no such roster actor was spawned");
+    ++out.inputs;
+  } else if (k == "input" && r.type == "channels_archived") {
+    rapidjson::Document doc;
+    doc.Parse(r.msg.data(), r.msg.size());
+    channels_archived msg;
+    if (doc.HasParseError() || !trace_codec::decode(doc, msg))
+      diverge(r, r.msg, "not a channels_archived");
+    else
+      input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
+    ++out.inputs;
+  } else if (k == "db_reply") {
+    send_reply(r);
+    ++out.inputs;
+  } else if (k == "reading") {
+    // Handed out while the actors ran; here we only check it was taken.
+    if (!player_->consumed(r.seq))
+      diverge(r, "read " + r.what + " = " + r.value, "(no reading)");
+    ++out.inputs;
+  } else if (k == "frame_out") {
+    check_frame(r, r.text);
+    ++out.checked;
+  } else if (k == "close_out" || k == "http_out") {
+    check_frame(r, r.text);
+    ++out.checked;
+  } else if (k == "db_request") {
+    check_request(r);
+    ++out.checked;
+  } else {
+    diverge(r, "a record of kind " + k + (r.type.empty() ? "" : " (" + r.type + ")"),
+            "this build does not replay it");
+  }
+  return !player_->divergence;
+}
+
+void replayer::check_leftovers() {
+  sched_->run();
+  if (player_->divergence)
+    return;
+  record end;  // seq 0: after the last record
+  for (auto& [conn, queue] : player_->frames)
+    if (!queue.empty()) {
+      end.actor = conn;
+      end.kind = "frame_out";
+      return diverge(end, "(no frame)", queue.front());
+    }
+  for (auto& [name, s] : player_->stubs)
+    if (s.requests_checked < s.requests.size()) {
+      end.actor = name;
+      end.kind = "db_request";
+      auto& extra = s.requests[s.requests_checked];
+      return diverge(end, "(no request)", extra.type + " " + extra.msg);
+    }
+}
+
+std::optional<record> parse_record(const rapidjson::Document& doc) {
+  if (!doc.IsObject() || !doc.HasMember("seq") || !doc["seq"].IsUint64() || !doc.HasMember("kind"))
+    return std::nullopt;
+  record r;
+  r.seq = doc["seq"].GetUint64();
+  r.actor = string_field(doc, "actor");
+  r.kind = string_field(doc, "kind");
+  r.type = string_field(doc, "type");
+  r.text = string_field(doc, "text");
+  if (r.kind == "close_out")
+    r.text = replay_sink::close_text(int_field(doc, "code"), string_field(doc, "reason"));
+  if (auto m = doc.FindMember("msg"); m != doc.MemberEnd())
+    r.msg = render(m->value);
+  r.what = string_field(doc, "what");
+  r.value = string_field(doc, "value");
+  r.community = int_field(doc, "community");
+  r.host = string_field(doc, "host");
+  r.auth_pubkey = string_field(doc, "auth_pubkey");
+  return r;
+}
+
+}  // namespace
+
+std::string replay_outcome::summary() const {
+  if (!error.empty())
+    return "cannot replay: " + error;
+  if (divergence)
+    return divergence->to_string();
+  return "identical: " + std::to_string(records) + " records, " + std::to_string(inputs)
+         + " inputs fed, " + std::to_string(checked) + " outputs matched";
+}
+
+replay_outcome replay_trace(std::istream& in) {
+  replay_outcome out;
+  std::vector<record> records;
+  rapidjson::Document header;
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty())
+      continue;
+    rapidjson::Document doc;
+    doc.Parse(line.data(), line.size());
+    if (line_no == 1) {
+      if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("waggle_trace")) {
+        out.error = "line 1 is not a waggle trace header";
+        return out;
+      }
+      header = std::move(doc);
+      continue;
+    }
+    auto r = doc.HasParseError() ? std::nullopt : parse_record(doc);
+    if (!r) {
+      out.error = "line " + std::to_string(line_no) + " is not a trace record";
+      return out;
+    }
+    if (!records.empty() && r->seq <= records.back().seq) {
+      out.error = "line " + std::to_string(line_no) + ": sequence numbers must increase";
+      return out;
+    }
+    records.push_back(std::move(*r));
+  }
+  if (line_no == 0) {
+    out.error = "the trace is empty";
+    return out;
+  }
+  if (int_field(header, "waggle_trace") != trace_format_version) {
+    out.error = "trace format " + string_field(header, "waggle_trace") + "; this build reads "
+                + std::to_string(trace_format_version);
+    return out;
+  }
+  if (string_field(header, "mode") != "full") {
+    out.error = "a sampled trace holds only its connections' own frames and readings, not the "
+                "node's database replies, so it cannot be replayed through the node";
+    return out;
+  }
+  if (!header.HasMember("node") || !header["node"].IsObject()) {
+    out.error = "the header has no node settings";
+    return out;
+  }
+  std::string relay_pubkey;
+  auto cfg = config_from(header["node"], relay_pubkey);
+  auto player = std::make_shared<replay_player>();
+  for (auto& r : records)
+    if (r.kind == "reading")
+      player->add_reading(r.actor, {r.seq, r.what, r.value});
+  out.records = records.size();
+  {
+    replayer replay{cfg, relay_pubkey, player};
+    for (auto& r : records)
+      if (!replay.step(r, out))
+        break;
+    if (!player->divergence)
+      replay.check_leftovers();
+  }
+  out.divergence = player->divergence;
+  out.identical = !out.divergence;
+  return out;
+}
+
+replay_outcome replay_trace_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in) {
+    replay_outcome out;
+    out.error = "cannot open " + path;
+    return out;
+  }
+  return replay_trace(in);
+}
+
+}  // namespace waggle

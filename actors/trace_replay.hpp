@@ -1,0 +1,32 @@
+#pragma once
+
+// Replays a recorded trace through the node's own actors under CAF's
+// deterministic test_coordinator (docs/traces.md). The database sessions are
+// stand-ins that answer from the trace; inputs are fed in recorded order,
+// each run to quiescence; every output (frames out, database requests, clock
+// and random readings) is checked against the trace, stream by stream. The
+// first mismatch is reported with its sequence number and both sides.
+
+#include <cstddef>
+#include <istream>
+#include <optional>
+#include <string>
+
+#include "actors/replay_player.hpp"
+
+namespace waggle {
+
+struct replay_outcome {
+  bool identical = false;
+  std::optional<trace_divergence> divergence;
+  std::string error;  // the trace could not be replayed at all (not a divergence)
+  size_t records = 0;
+  size_t inputs = 0;   // frames in, replies, timers, readings handed out
+  size_t checked = 0;  // outputs compared
+  std::string summary() const;
+};
+
+replay_outcome replay_trace(std::istream& lines);
+replay_outcome replay_trace_file(const std::string& path);
+
+}  // namespace waggle

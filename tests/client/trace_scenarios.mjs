@@ -1,0 +1,197 @@
+// The client side of the committed actor traces (tests/traces/, docs/traces.md): each
+// scenario drives a relay that records a trace (WAGGLE_TRACE) over raw WebSockets, one step
+// at a time, waiting for each answer, so the trace holds one clear story.
+//
+//   node trace_scenarios.mjs <client-session|bad-signature|roster-race> [ws://127.0.0.1:7777]
+//
+// Exits 0 when the relay answered every step as expected; otherwise names the step, exits 1.
+import { generateSecretKey, getPublicKey, finalizeEvent } from 'nostr-tools/pure'
+import { getToken } from 'nostr-tools/nip98'
+import WebSocket from 'ws'
+
+const scenario = process.argv[2]
+const url = process.argv[3] || process.env.WAGGLE_RELAY_URL || 'ws://127.0.0.1:7777'
+const stepTimeoutMs = 10000
+let step = 'start'
+
+function fail(message) {
+  console.error(`trace_scenarios ${scenario}: FAILED at "${step}": ${message}`)
+  process.exit(1)
+}
+process.on('unhandledRejection', (err) => fail(err?.stack || String(err)))
+setTimeout(() => fail('no result within 60 s'), 60000).unref()
+
+const now = () => Math.floor(Date.now() / 1000)
+
+function user(name) {
+  const sk = generateSecretKey()
+  return { name, sk, pk: getPublicKey(sk) }
+}
+
+function sign(u, kind, content, tags = []) {
+  return finalizeEvent({ kind, created_at: now(), tags, content }, u.sk)
+}
+
+// One socket: every frame it receives is queued; expect() takes the first frame that matches.
+async function connect(name) {
+  const ws = new WebSocket(url)
+  const frames = []
+  const waiters = []
+  ws.on('message', (data) => {
+    const msg = JSON.parse(data.toString())
+    frames.push(msg)
+    for (const w of [...waiters]) w()
+  })
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve)
+    ws.once('error', reject)
+  })
+  const conn = {
+    name,
+    send: (msg) => ws.send(JSON.stringify(msg)),
+    async expect(what, pred) {
+      step = `${name}: ${what}`
+      const deadline = Date.now() + stepTimeoutMs
+      for (;;) {
+        const i = frames.findIndex(pred)
+        if (i >= 0) return frames.splice(i, 1)[0]
+        if (Date.now() > deadline) fail(`no such frame; got ${JSON.stringify(frames)}`)
+        await new Promise((resolve) => {
+          const w = () => {
+            waiters.splice(waiters.indexOf(w), 1)
+            resolve()
+          }
+          waiters.push(w)
+          setTimeout(w, 50)
+        })
+      }
+    },
+    async ok(id, accepted, prefix = '') {
+      const m = await conn.expect(`OK ${id.slice(0, 8)}`, (f) => f[0] === 'OK' && f[1] === id)
+      if (m[2] !== accepted || !m[3].startsWith(prefix))
+        fail(`expected OK ${accepted} "${prefix}...", got ${JSON.stringify(m)}`)
+      return m
+    },
+    close: () => new Promise((resolve) => {
+      ws.once('close', resolve)
+      ws.close()
+    }),
+  }
+  return conn
+}
+
+async function auth(conn, u) {
+  const [, challenge] = await conn.expect('AUTH challenge', (f) => f[0] === 'AUTH')
+  const ev = sign(u, 22242, '', [['relay', url], ['challenge', challenge]])
+  conn.send(['AUTH', ev])
+  await conn.ok(ev.id, true)
+}
+
+// POST /events with NIP-98, as an agent would publish; returns the parsed answer.
+async function post(u, ev) {
+  step = `${u.name}: POST /events`
+  const httpUrl = url.replace(/^ws/, 'http').replace(/\/$/, '') + '/events'
+  const body = JSON.stringify(ev)
+  const token = await getToken(httpUrl, 'POST', (t) => finalizeEvent(t, u.sk), true, ev)
+  const res = await fetch(httpUrl, { method: 'POST', body, headers: { authorization: token, 'content-type': 'application/json' } })
+  return { status: res.status, body: await res.json() }
+}
+
+const scenarios = {
+  // NIP-42 AUTH, publish, a duplicate, REQ with history then a live event, CLOSE, disconnect.
+  async 'client-session'() {
+    const alice = user('alice')
+    const bob = user('bob')
+    const a = await connect('alice')
+    await auth(a, alice)
+    const first = sign(alice, 1, 'first note')
+    a.send(['EVENT', first])
+    await a.ok(first.id, true, '')
+    a.send(['EVENT', first])
+    await a.ok(first.id, true, 'duplicate:')
+    a.send(['REQ', 'notes', { kinds: [1], authors: [alice.pk, bob.pk] }])
+    await a.expect('history', (f) => f[0] === 'EVENT' && f[1] === 'notes' && f[2].id === first.id)
+    await a.expect('EOSE', (f) => f[0] === 'EOSE' && f[1] === 'notes')
+    const b = await connect('bob')
+    await auth(b, bob)
+    const live = sign(bob, 1, 'a live note')
+    b.send(['EVENT', live])
+    await b.ok(live.id, true)
+    await a.expect('live event', (f) => f[0] === 'EVENT' && f[1] === 'notes' && f[2].id === live.id)
+    a.send(['CLOSE', 'notes'])
+    // A COUNT on the same connection is answered after the CLOSE took effect.
+    a.send(['COUNT', 'n', { kinds: [1], authors: [alice.pk, bob.pk] }])
+    await a.expect('COUNT', (f) => f[0] === 'COUNT' && f[1] === 'n')
+    const after = sign(bob, 1, 'after the CLOSE')
+    b.send(['EVENT', after])
+    await b.ok(after.id, true)
+    // An agent's note over HTTP: the same ingest path and the same answer.
+    const agentNote = sign(bob, 1, 'posted over HTTP')
+    const res = await post(bob, agentNote)
+    if (res.status !== 200 || res.body.accepted !== true) fail(`POST answered ${res.status} ${JSON.stringify(res.body)}`)
+    await a.close()
+    await b.close()
+  },
+
+  // An event whose signature does not verify, and an AUTH whose signature does not verify.
+  async 'bad-signature'() {
+    const mallory = user('mallory')
+    const m = await connect('mallory')
+    await auth(m, mallory)
+    const ev = sign(mallory, 1, 'signed, then changed')
+    const forged = { ...ev, sig: ev.sig.slice(0, -2) + (ev.sig.endsWith('00') ? '11' : '00') }
+    m.send(['EVENT', forged])
+    await m.ok(forged.id, false, 'invalid:')
+    await m.close()
+    const other = user('other')
+    const o = await connect('other')
+    const [, challenge] = await o.expect('AUTH challenge', (f) => f[0] === 'AUTH')
+    const authEv = sign(other, 22242, '', [['relay', url], ['challenge', challenge]])
+    const badAuth = { ...authEv, sig: authEv.sig.slice(0, -2) + (authEv.sig.endsWith('00') ? '11' : '00') }
+    o.send(['AUTH', badAuth])
+    await o.ok(badAuth.id, false, 'invalid:')
+    const note = sign(other, 1, 'not authenticated')
+    o.send(['EVENT', note])
+    await o.ok(note.id, false, 'auth-required:')
+    await o.close()
+  },
+
+  // The roster race: two membership changes sent back to back, so the second commits while
+  // the roster capture of the first is still pending (queued behind it on the group session);
+  // the roster actor must publish again, and the last 39002 must list both members.
+  async 'roster-race'() {
+    const alice = user('alice')
+    const bob = user('bob')
+    const carol = user('carol')
+    const a = await connect('alice')
+    await auth(a, alice)
+    const group = 'race' + Math.random().toString(16).slice(2, 10)
+    const create = sign(alice, 9007, '', [['h', group]])
+    a.send(['EVENT', create])
+    await a.ok(create.id, true)
+    const putBob = sign(alice, 9000, '', [['h', group], ['p', bob.pk]])
+    const putCarol = sign(alice, 9000, '', [['h', group], ['p', carol.pk]])
+    a.send(['EVENT', putBob])
+    a.send(['EVENT', putCarol])
+    await a.ok(putBob.id, true)
+    await a.ok(putCarol.id, true)
+    // Give the roster actor time to publish again before reading the state.
+    const deadline = Date.now() + stepTimeoutMs
+    for (;;) {
+      a.send(['REQ', 'roster', { kinds: [39002], '#d': [group] }])
+      const ev = await a.expect('39002', (f) => f[0] === 'EVENT' && f[1] === 'roster')
+      await a.expect('EOSE', (f) => f[0] === 'EOSE' && f[1] === 'roster')
+      a.send(['CLOSE', 'roster'])
+      const members = ev[2].tags.filter((t) => t[0] === 'p').map((t) => t[1])
+      if (members.includes(bob.pk) && members.includes(carol.pk)) break
+      if (Date.now() > deadline) fail(`the last 39002 lists ${JSON.stringify(members)}`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    await a.close()
+  },
+}
+
+if (!scenarios[scenario]) fail(`unknown scenario; one of ${Object.keys(scenarios).join(', ')}`)
+await scenarios[scenario]()
+console.log(`trace_scenarios ${scenario}: PASSED`)
+process.exit(0)
