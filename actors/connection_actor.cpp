@@ -157,6 +157,7 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
   self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
     .then(
       [this, ptr, fan_out](access_reply& reply) {
+        trace_reply_in(env, self->current_sender(), reply);
         --events_in_flight;
         if (!reply.err.ok() && reply.err.code != ec::restricted)
           reject(ptr->id, reply.err);
@@ -227,6 +228,7 @@ void connection_state::on_req(proto::req_msg&& req) {
     .then(
       [this, sub_id, generation, filters = std::move(req.filters),
        access](access_reply& reply) mutable {
+        trace_reply_in(env, self->current_sender(), reply);
         if (!is_current(sub_id, generation))
           return;
         if (!reply.err.ok())
@@ -272,6 +274,7 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
                     history_request{settings.community_id, std::move(filters), std::move(access)})
           .then(
             [this, sub_id, generation](history_reply& reply) {
+              trace_reply_in(env, self->current_sender(), reply);
               on_history(sub_id, generation, std::move(reply));
             },
             [this, sub_id, generation](caf::error&) {
@@ -353,6 +356,7 @@ void connection_state::on_count(proto::count_msg&& req) {
               count_request{settings.community_id, std::move(req.filters), std::move(access)})
     .then(
       [this, sub_id](count_reply& reply) {
+        trace_reply_in(env, self->current_sender(), reply);
         if (!reply.err.ok())
           send(proto::render_closed(sub_id, reply.err.message()));
         else

@@ -96,6 +96,7 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
     self->request(st.session, caf::infinite, roster_repair_request{st.env.unix_now()})
       .then(
         [self](roster_repair_reply& reply) {
+          trace_reply_in(self->state.env, self->current_sender(), reply);
           if (!reply.events.empty())
             self->send(self->state.hub, committed_events{std::move(reply.events)});
         },
@@ -111,6 +112,7 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
                     group_command_request{community_id, ev})
         .then(
           [self, promise, community_id, ev](group_command_reply& reply) mutable {
+            trace_reply_in(self->state.env, self->current_sender(), reply);
             if (reply.result.outcome == db::write_outcome::stored)
               after_commit(self, community_id, ev, reply.change);
             else if (reply.result.outcome == db::write_outcome::duplicate
@@ -132,6 +134,7 @@ group_actor::behavior_type group_actor_impl(group_actor::stateful_pointer<group_
       self->request(self->state.session, caf::infinite, req)
         .then(
           [self, promise](roster_repair_reply& reply) mutable {
+            trace_reply_in(self->state.env, self->current_sender(), reply);
             if (!reply.events.empty())
               self->send(self->state.hub, committed_events{reply.events});
             promise.deliver(std::move(reply));

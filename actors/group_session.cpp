@@ -64,6 +64,8 @@ group_session_actor::behavior_type
 group_session_impl(group_session_actor::stateful_pointer<group_session_state> self,
                    std::string database_url, db::relay_signer signer, node_env env) {
   self->state.env = env.for_actor("group_session");
+  if (env.trace)
+    env.trace->spawned("group_session", caf::actor_cast<caf::actor>(self));
   self->state.session = std::make_unique<db_session>(std::move(database_url), "group");
   self->state.signer = std::move(signer);
   return {

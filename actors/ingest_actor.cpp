@@ -100,7 +100,11 @@ void dispatch(ingest_ptr self) {
     // No timeout: a batch ends in a reply or in the writer's death (exit
     // handler below); a timeout could not tell us whether it committed.
     self->request(writer, caf::infinite, std::move(req))
-      .then([self, writer](write_batch_reply& reply) { on_batch_done(self, writer, std::move(reply)); },
+      .then(
+        [self, writer](write_batch_reply& reply) {
+          trace_reply_in(self->state.env, self->current_sender(), reply);
+          on_batch_done(self, writer, std::move(reply));
+        },
             [](caf::error&) { /* the exit handler answers the batch */ });
   }
 }
@@ -130,6 +134,11 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
   return {
     [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
       auto& st = self->state;
+      // Which event, in ingest's own order of events and replies: batches
+      // depend on it, so a replay hands ingest its requests in this order.
+      if (st.env.trace && st.env.trace->node_level())
+        st.env.trace->record(st.env.actor, "ingest_in",
+                             trace_fields{}.str("id", req.ev ? req.ev->id : std::string{}));
       auto promise = self->make_response_promise<ingest_reply>();
       if (st.queue.size() >= st.settings.max_queue) {
         promise.deliver(ingest_reply{db::write_outcome::failed, "ingest queue full, retry later"});

@@ -184,6 +184,10 @@ caf::actor node::open_connection(const db::community& c, const std::string& host
     connection_peers{handles->ingest, handles->hub, handles->reader, handles->group},
     std::move(env), std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
+  if (env_.trace) {
+    env_.trace->spawned(name, handle);
+    handle->attach_functor([trace = env_.trace, addr = handle.address()] { trace->ended(addr); });
+  }
   {
     std::lock_guard guard{conn_mtx_};
     connections_.insert(handle);

@@ -61,7 +61,8 @@ void spawn_child(self_ptr self, child which) {
         sessions.push_back(sys.spawn<caf::detached>(
           reader_session_impl, cfg.database_url, "reader-" + std::to_string(i), filter_limits_for(cfg),
           st.env));
-      st.handles.reader = sys.spawn(reader_pool_impl, std::move(sessions));
+      st.handles.reader = sys.spawn(reader_pool_impl, std::move(sessions),
+                                    st.env.for_actor("reader_pool"));
       watch(self, which, st.handles.reader);
       break;
     }

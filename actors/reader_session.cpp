@@ -70,6 +70,8 @@ reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<r
                                                 std::string database_url, std::string role,
                                                 proto::filter_limits limits, node_env env) {
   self->state.env = env.for_actor(role);
+  if (env.trace)
+    env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
   self->state.session = std::make_unique<db_session>(std::move(database_url), std::move(role));
   self->state.limits = limits;
   return {
@@ -100,8 +102,9 @@ reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<r
 }
 
 reader_actor::behavior_type reader_pool_impl(reader_actor::stateful_pointer<reader_pool_state> self,
-                                             std::vector<reader_actor> sessions) {
+                                             std::vector<reader_actor> sessions, node_env env) {
   self->state.sessions = std::move(sessions);
+  self->state.env = std::move(env);
   for (auto& s : self->state.sessions)
     self->link_to(s);
   auto pick = [self]() -> reader_actor& {
@@ -110,12 +113,15 @@ reader_actor::behavior_type reader_pool_impl(reader_actor::stateful_pointer<read
   };
   return {
     [self, pick](history_request& req) {
+      trace_reader_in(self->state.env, self->current_sender(), req);
       return self->delegate(pick(), std::move(req));
     },
     [self, pick](count_request& req) {
+      trace_reader_in(self->state.env, self->current_sender(), req);
       return self->delegate(pick(), std::move(req));
     },
     [self, pick](access_request& req) {
+      trace_reader_in(self->state.env, self->current_sender(), req);
       return self->delegate(pick(), std::move(req));
     },
   };

@@ -28,11 +28,12 @@ reader_actor::behavior_type reader_session_impl(reader_actor::stateful_pointer<r
 struct reader_pool_state {
   std::vector<reader_actor> sessions;
   size_t next = 0;
+  node_env env;  // "reader_pool": records the order it takes reads in
   static inline const char* name = "reader_pool";
 };
 
 // Round-robin delegation: each session's mailbox is its queue.
 reader_actor::behavior_type reader_pool_impl(reader_actor::stateful_pointer<reader_pool_state> self,
-                                             std::vector<reader_actor> sessions);
+                                             std::vector<reader_actor> sessions, node_env env);
 
 }  // namespace waggle

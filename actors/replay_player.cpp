@@ -1,5 +1,6 @@
 #include "actors/replay_player.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <caf/atom.hpp>
@@ -65,6 +66,12 @@ steady_time replay_player::steady_now(const std::string& actor,
 
 void replay_player::spawned(const std::string& actor, const caf::actor& handle) {
   spawned_[actor] = handle;
+  names_[handle.address()] = actor;
+}
+
+std::string replay_player::name_of(const caf::actor_addr& who) const {
+  auto i = names_.find(who);
+  return i != names_.end() ? i->second : std::string{};
 }
 
 std::optional<caf::actor> replay_player::spawned_actor(const std::string& name) const {
@@ -73,16 +80,16 @@ std::optional<caf::actor> replay_player::spawned_actor(const std::string& name) 
   return std::nullopt;
 }
 
-void replay_player::deliver(const std::string& name, const std::string& json) {
+void replay_player::deliver(const std::string& name, uint64_t index, const std::string& json) {
   auto& s = stubs[name];
-  if (s.pending.empty())
-    return;  // the driver checked before sending; nothing to answer
-  auto p = std::move(s.pending.front());
-  s.pending.pop_front();
+  if (index >= s.held.size())
+    return;  // the driver checked before sending
+  auto& h = s.held[index];
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !p.deliver(doc))
-    diverge({current_seq, name, "db_reply", json, "a " + p.type + " cannot be read from it"});
+  if (doc.HasParseError() || !h.deliver(doc))
+    diverge({current_seq, name, "db_reply", json, "a " + h.reply_type + " cannot be read from it"});
+  h.deliver = nullptr;  // drops the promise
 }
 
 caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
@@ -104,7 +111,70 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
       return p.hold<roster_repair_reply>(self, name, r);
     },
     // Promises are delivered from inside the actor that made them.
-    [player, name](caf::atom_value, const std::string& json) { player->deliver(name, json); },
+    [player, name](caf::atom_value, uint64_t index, const std::string& json) {
+      player->deliver(name, index, json);
+    },
+  };
+}
+
+caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, ingest_actor ingest,
+                                 replay_player_ptr player) {
+  return {
+    [self](ingest_request& req) {
+      auto promise = self->make_response_promise<ingest_reply>();
+      self->state.held_requests.push_back({std::move(req), promise});
+      return promise;
+    },
+    [self, ingest, player](caf::atom_value, const std::string& id) {
+      auto& held = self->state.held_requests;
+      auto i = std::find_if(held.begin(), held.end(), [&](const auto& h) {
+        return (h.req.ev ? h.req.ev->id : std::string{}) == id;
+      });
+      if (i == held.end()) {
+        player->divergence_if_none({player->current_seq, "ingest", "ingest_in", "ingest takes " + id,
+                                    "no connection of the replay sent it"});
+        return;
+      }
+      auto h = std::move(*i);
+      held.erase(i);
+      self->request(ingest, caf::infinite, std::move(h.req))
+        .then([promise = h.promise](ingest_reply& reply) mutable { promise.deliver(reply); },
+              [promise = h.promise](caf::error& err) mutable { promise.deliver(err); });
+    },
+  };
+}
+
+caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_actor pool,
+                                 replay_player_ptr player) {
+  // Delegated when forwarded: the pool and the session see the connection
+  // as the sender, as they did live.
+  auto hold = [self, player, pool](auto req) {
+    auto from = player->name_of(self->current_sender());
+    auto type = trace_codec::name_of<decltype(req)>();
+    self->state.held_reads.push_back(
+      {std::move(from), type,
+       [promise = self->make_response_promise(), pool, req = std::move(req)]() mutable {
+         promise.delegate(pool, std::move(req));
+       }});
+  };
+  return {
+    [hold](history_request& req) { hold(std::move(req)); },
+    [hold](count_request& req) { hold(std::move(req)); },
+    [hold](access_request& req) { hold(std::move(req)); },
+    [self, player](caf::atom_value, const std::string& from, const std::string& type) {
+      auto& held = self->state.held_reads;
+      auto i = std::find_if(held.begin(), held.end(),
+                            [&](const auto& h) { return h.from == from && h.type == type; });
+      if (i == held.end()) {
+        player->divergence_if_none({player->current_seq, "reader_pool", "reader_in",
+                                    "the pool takes a " + type + " of " + from,
+                                    "no such read was sent in the replay"});
+        return;
+      }
+      auto h = std::move(*i);
+      held.erase(i);
+      h.forward();
+    },
   };
 }
 

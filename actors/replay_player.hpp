@@ -18,9 +18,11 @@
 #include <vector>
 
 #include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
 #include <rapidjson/document.h>
 
 #include "actors/trace_recorder.hpp"
+#include "messages/interfaces.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
@@ -46,17 +48,27 @@ class replay_player : public trace_port {
     std::string type;  // "write_batch_request"
     std::string msg;   // trace_codec JSON
   };
-  struct pending_reply {
-    std::string type;  // the reply type the requester waits for
+  // A request the stand-in holds, with its response promise.
+  struct held_request {
+    std::string requester;   // the replayed actor that asked ("conn-2", "ingest")
+    std::string reply_type;  // what it waits for
     std::function<bool(const rapidjson::Value&)> deliver;  // false: the JSON is not that type
+    bool delivered = false;
   };
-  // One database session stand-in: what the replay asked it, and the
-  // promises it holds until the trace says the reply came.
+  // The trace's reply to one request: its record and its message.
+  struct ready_reply {
+    uint64_t seq = 0;
+    std::string msg;
+  };
+  // One database session stand-in. A session answers its requests in order,
+  // so the trace's k-th reply (ready[k]) answers the replay's k-th request
+  // (held[k]); it is delivered when the trace says the requester took it
+  // (a "reply_in" record), which for two requesters may be out of order.
   struct stub {
     std::vector<request> requests;
     size_t requests_checked = 0;
-    std::deque<pending_reply> pending;
-    size_t replies_sent = 0;  // handed to the stub, in order
+    std::vector<held_request> held;
+    std::vector<ready_reply> ready;
   };
 
   // -- trace_port -----------------------------------------------------------
@@ -69,6 +81,8 @@ class replay_player : public trace_port {
   bool wants_connection(const std::string&) const override { return false; }
   void record(const std::string&, std::string_view, const trace_fields&) override {}
   void spawned(const std::string& actor, const caf::actor& handle) override;
+  void ended(const caf::actor_addr&) override {}
+  std::string name_of(const caf::actor_addr& who) const override;
 
   // -- set up by the driver ---------------------------------------------------
   void add_reading(const std::string& actor, reading r) { readings_[actor].push_back(std::move(r)); }
@@ -82,24 +96,32 @@ class replay_player : public trace_port {
   template <class Rep, class Req>
   caf::typed_response_promise<Rep> hold(caf::event_based_actor* self, const std::string& name,
                                         const Req& req) {
+    auto requester = name_of(self->current_sender());
     auto promise = self->make_response_promise<Rep>();
     auto& s = stubs[name];
     s.requests.push_back({trace_codec::name_of<Req>(), trace_codec::encode(req)});
-    s.pending.push_back({trace_codec::name_of<Rep>(),
-                         [promise](const rapidjson::Value& v) mutable {
-                           Rep rep;
-                           if (!trace_codec::decode(v, rep))
-                             return false;
-                           promise.deliver(std::move(rep));
-                           return true;
-                         }});
+    s.held.push_back({std::move(requester), trace_codec::name_of<Rep>(),
+                      [promise](const rapidjson::Value& v) mutable {
+                        Rep rep;
+                        if (!trace_codec::decode(v, rep))
+                          return false;
+                        promise.deliver(std::move(rep));
+                        return true;
+                      }});
     return promise;
   }
-  // Inside the stub: answers its oldest held request with the recorded reply.
-  void deliver(const std::string& name, const std::string& json);
+  // Inside the stub: answers its request `index` with the recorded reply.
+  void deliver(const std::string& name, uint64_t index, const std::string& json);
+
+  // Replayed actors by address, so a stand-in knows who asked.
+  void name(const caf::actor_addr& who, std::string actor) { names_[who] = std::move(actor); }
+  std::string name_of(const caf::strong_actor_ptr& who) const {
+    return who ? name_of(who->address()) : std::string{};
+  }
 
   // The first divergence found while the actors ran (readings, replies).
   std::optional<trace_divergence> divergence;
+  void divergence_if_none(trace_divergence d) { diverge(std::move(d)); }
   uint64_t current_seq = 0;  // the input being replayed, for divergences found meanwhile
 
  private:
@@ -109,15 +131,47 @@ class replay_player : public trace_port {
   std::map<std::string, std::deque<reading>> readings_;
   std::set<uint64_t> consumed_;
   std::map<std::string, caf::actor> spawned_;
+  std::map<caf::actor_addr, std::string> names_;
 };
 
 using replay_player_ptr = std::shared_ptr<replay_player>;
 
 // A database session stand-in (writer, reader or group session: it takes
 // every request type of the three). Requests go to the player; replies come
-// when the driver sends ("deliver", json).
+// when the driver sends ("deliver", index, json).
 caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
                              std::string name);
+
+// Stands in front of the replayed ingest: it keeps every ingest_request
+// until the driver sends ("forward", event id), the point at which the live
+// ingest took that event (an "ingest_in" record), so the replayed ingest sees
+// events and writer replies in the live order and forms the same batches.
+struct ingest_gate_state {
+  struct held {
+    ingest_request req;
+    caf::typed_response_promise<ingest_reply> promise;
+  };
+  std::deque<held> held_requests;
+  static inline const char* name = "ingest_gate";
+};
+caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, ingest_actor ingest,
+                                 replay_player_ptr player);
+
+// Stands in front of the replayed reader pool: it keeps each read until the
+// driver sends ("forward", from, type), where the live pool took it (a
+// "reader_in" record); the pool deals reads out round-robin, so their order
+// decides which session serves which.
+struct reader_gate_state {
+  struct held {
+    std::string from;  // the requester's name
+    std::string type;
+    std::function<void()> forward;  // delegates the read to the pool
+  };
+  std::deque<held> held_reads;
+  static inline const char* name = "reader_gate";
+};
+caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_actor pool,
+                                 replay_player_ptr player);
 
 // A replayed connection's socket: frames go to the player.
 class replay_sink : public socket_sink {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/log.hpp"
+#include "actors/trace_recorder.hpp"
 
 namespace waggle {
 
@@ -20,7 +21,7 @@ void publish(self_ptr self) {
     if (!ok) {
       // Retry the whole publication: it captures the roster afresh.
       auto delay = std::chrono::milliseconds(std::min(100 << std::min(st.failures++, 6), 5000));
-      self->delayed_send(self, delay, roster_dirty{});
+      self->delayed_send(self, delay, roster_dirty{true});
       return;
     }
     st.failures = 0;
@@ -33,6 +34,7 @@ void publish(self_ptr self) {
     .then(
       [self, done](roster_publish_reply& reply) {
         auto& st = self->state;
+        trace_reply_in(st.env, self->current_sender(), reply);
         if (!reply.err.ok()) {
           log::warn("roster", "publication failed; retrying",
                     {{"community", std::to_string(st.community_id)}, {"channel", st.channel},
@@ -67,8 +69,10 @@ roster_actor::behavior_type roster_actor_impl(roster_actor::stateful_pointer<ros
   st.hub = std::move(hub);
   st.env = std::move(env);
   return {
-    [self](roster_dirty) {
+    [self](roster_dirty msg) {
       auto& st = self->state;
+      if (msg.retry)
+        trace_node_message(st.env, "timer", msg);
       if (st.in_flight)
         st.dirty = true;
       else

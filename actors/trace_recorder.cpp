@@ -143,6 +143,22 @@ steady_time trace_recorder::steady_now(const std::string& actor,
   return v;
 }
 
+void trace_recorder::spawned(const std::string& actor, const caf::actor& handle) {
+  std::lock_guard guard{names_mtx_};
+  names_[handle.address()] = actor;
+}
+
+void trace_recorder::ended(const caf::actor_addr& who) {
+  std::lock_guard guard{names_mtx_};
+  names_.erase(who);
+}
+
+std::string trace_recorder::name_of(const caf::actor_addr& who) const {
+  std::lock_guard guard{names_mtx_};
+  auto i = names_.find(who);
+  return i != names_.end() ? i->second : std::string{};
+}
+
 // -- traced_sink --------------------------------------------------------------
 
 traced_sink::traced_sink(socket_sink_ptr inner, trace_port_ptr trace, std::string conn)

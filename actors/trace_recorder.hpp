@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,11 +59,12 @@ class trace_port {
   virtual bool wants_connection(const std::string& conn) const = 0;
   virtual void record(const std::string& actor, std::string_view kind,
                       const trace_fields& fields) = 0;
-  // An actor the replay did not spawn itself (a roster actor) tells it its handle.
-  virtual void spawned(const std::string& actor, const caf::actor& handle) {
-    (void) actor;
-    (void) handle;
-  }
+  // Names an actor by its address, so records can say who sent a message
+  // (a connection's read, as the reader pool takes it); a replay also learns
+  // the handles of actors it did not spawn itself (roster actors).
+  virtual void spawned(const std::string& actor, const caf::actor& handle) = 0;
+  virtual void ended(const caf::actor_addr& who) = 0;
+  virtual std::string name_of(const caf::actor_addr& who) const = 0;
 };
 
 using trace_port_ptr = std::shared_ptr<trace_port>;
@@ -90,6 +92,9 @@ class trace_recorder : public trace_port {
   bool wants_connection(const std::string& conn) const override;
   void record(const std::string& actor, std::string_view kind,
               const trace_fields& fields) override;
+  void spawned(const std::string& actor, const caf::actor& handle) override;
+  void ended(const caf::actor_addr& who) override;
+  std::string name_of(const caf::actor_addr& who) const override;
 
   uint64_t records() const { return seq_; }
 
@@ -101,6 +106,8 @@ class trace_recorder : public trace_port {
   std::atomic<bool> active_{false};
   std::mutex mtx_;
   uint64_t seq_ = 0;
+  mutable std::mutex names_mtx_;
+  std::map<caf::actor_addr, std::string> names_;
 };
 
 // The connection's socket, recorded: every frame and close it is sent.
@@ -125,6 +132,31 @@ void trace_node_message(const node_env& env, std::string_view kind, const Msg& m
                       trace_fields{}
                         .str("type", trace_codec::name_of<Msg>())
                         .raw("msg", trace_codec::encode(msg)));
+}
+
+// A replayed actor takes a database session's reply off its mailbox: when,
+// not what (the session recorded what). A replay delivers each reply at this
+// point, so it reaches its actor in the order the live actor saw it.
+// `from` is the session that answered (the current sender of the reply).
+template <class Reply>
+void trace_reply_in(const node_env& env, const caf::strong_actor_ptr& from, const Reply&) {
+  if (env.trace && env.trace->node_level())
+    env.trace->record(env.actor, "reply_in",
+                      trace_fields{}
+                        .str("type", trace_codec::name_of<Reply>())
+                        .str("from", from ? env.trace->name_of(from->address()) : std::string{}));
+}
+
+// The reader pool takes a read: from whom and which kind, in its own order,
+// so a replay hands it the reads in the live order and they reach the same
+// sessions (it deals them out round-robin).
+template <class Req>
+void trace_reader_in(const node_env& env, const caf::strong_actor_ptr& from, const Req&) {
+  if (env.trace && env.trace->node_level())
+    env.trace->record(env.actor, "reader_in",
+                      trace_fields{}
+                        .str("from", from ? env.trace->name_of(from->address()) : std::string{})
+                        .str("type", trace_codec::name_of<Req>()));
 }
 
 // A database session's handler, recorded: the request, then its reply.

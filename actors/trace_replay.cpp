@@ -35,6 +35,8 @@ struct record {
   int64_t community = 0;
   std::string host;
   std::string auth_pubkey;  // http_in
+  std::string id;           // ingest_in: the event's id
+  std::string from;         // reader_in: who sent the read
 };
 
 std::string render(const rapidjson::Value& v) {
@@ -135,7 +137,8 @@ class replayer {
   }
   void check_frame(const record& r, const std::string& expected);
   void check_request(const record& r);
-  void send_reply(const record& r);
+  void ready_reply(const record& r);
+  void take_reply(const record& r);
 
   node_config cfg_;
   std::string relay_pubkey_;
@@ -149,6 +152,8 @@ class replayer {
   std::map<std::string, caf::actor> conns_;
   hub_actor hub_;
   ingest_actor ingest_;
+  caf::actor gate_;         // in front of ingest: see replay_ingest_gate
+  caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
   reader_actor reader_;
   group_actor group_;
 };
@@ -160,16 +165,20 @@ void replayer::spawn_node() {
     writers.push_back(caf::actor_cast<writer_actor>(stub("writer-" + std::to_string(i))));
   ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings_for(cfg_), std::move(writers),
                              hub_, env_.for_actor("ingest")));
+  gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
   std::vector<reader_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
     readers.push_back(caf::actor_cast<reader_actor>(stub("reader-" + std::to_string(i))));
-  reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers)));
+  reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
+  reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
   auto session = caf::actor_cast<group_session_actor>(stub("group_session"));
   // No TTL reaper (its database session is outside the replay; what it
   // archived is an "input" record) and no start-up repair (recording starts
   // after it).
   group_ = keep(sys_->spawn(group_actor_impl, session, hub_, env_.for_actor("group"),
                             std::string{}, caf::timespan{0}, false));
+  player_->name(ingest_.address(), "ingest");
+  player_->name(group_.address(), "group");
   sched_->run();
 }
 
@@ -192,17 +201,49 @@ void replayer::check_request(const record& r) {
   ++s.requests_checked;
 }
 
-void replayer::send_reply(const record& r) {
+// The session's reply: what it answered to its next request. Delivered
+// later, when the requester takes it (reply_in).
+void replayer::ready_reply(const record& r) {
   auto& s = player_->stubs[r.actor];
-  auto i = stubs_.find(r.actor);
-  // Each earlier reply was delivered (and its promise popped) before this
-  // record: every input runs to quiescence.
-  if (i == stubs_.end() || s.pending.empty())
-    return diverge(r, "a " + r.type + " to an open request", "no request is waiting at " + r.actor);
-  if (s.pending.front().type != r.type)
-    return diverge(r, r.type, "the request waits for a " + s.pending.front().type);
-  ++s.replies_sent;
-  input(i->second, caf::make_message(caf::atom("deliver"), r.msg));
+  if (!stubs_.count(r.actor) || s.ready.size() >= s.held.size())
+    return diverge(r, "a " + r.type + " from " + r.actor,
+                   "the replay asked " + r.actor + " only " + std::to_string(s.held.size())
+                     + " time(s)");
+  auto& held = s.held[s.ready.size()];
+  if (held.reply_type != r.type)
+    return diverge(r, r.type, "the request waits for a " + held.reply_type);
+  s.ready.push_back({r.seq, r.msg});
+}
+
+// A replayed actor takes a reply: the oldest ready one that answers a
+// request it made, of the type it took.
+void replayer::take_reply(const record& r) {
+  std::string best_stub;
+  size_t best_index = 0;
+  uint64_t best_seq = 0;
+  for (auto& [name, s] : player_->stubs) {
+    if (!r.from.empty() && name != r.from)
+      continue;  // the live actor says which session answered
+    for (size_t i = 0; i < s.ready.size(); ++i) {
+      auto& h = s.held[i];
+      if (h.delivered || h.requester != r.actor || h.reply_type != r.type)
+        continue;
+      if (best_stub.empty() || s.ready[i].seq < best_seq) {
+        best_stub = name;
+        best_index = i;
+        best_seq = s.ready[i].seq;
+      }
+      break;  // later ones of this session are newer
+    }
+  }
+  if (best_stub.empty())
+    return diverge(r, r.actor + " takes a " + r.type,
+                   "no " + r.type + " to a request of " + r.actor + " is waiting");
+  auto& s = player_->stubs[best_stub];
+  s.held[best_index].delivered = true;
+  input(stubs_[best_stub], caf::make_message(caf::atom("deliver"),
+                                             static_cast<uint64_t>(best_index),
+                                             s.ready[best_index].msg));
 }
 
 bool replayer::step(const record& r, replay_outcome& out) {
@@ -217,9 +258,12 @@ bool replayer::step(const record& r, replay_outcome& out) {
   if (k == "open") {
     auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host);
     auto handle = keep(sys_->spawn(
-      connection_actor_impl, settings, connection_peers{ingest_, hub_, reader_, group_},
+      connection_actor_impl, settings,
+      connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
+                       caf::actor_cast<reader_actor>(reader_gate_), group_},
       env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
     conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
+    player_->name(handle.address(), r.actor);
     sched_->run();
     ++out.inputs;
   } else if (k == "http_in") {
@@ -228,14 +272,16 @@ bool replayer::step(const record& r, replay_outcome& out) {
     ctx.relay_pubkey = relay_pubkey_;
     ctx.auth_pubkey = r.auth_pubkey;
     ctx.policy = connection_settings_for(cfg_, relay_pubkey_, r.community, "").policy;
-    ctx.ingest = ingest_;
+    ctx.ingest = caf::actor_cast<ingest_actor>(gate_);
     ctx.hub = hub_;
     ctx.group = group_;
     ctx.env = env_.for_actor(r.actor);
     ctx.done = [player = player_, name = r.actor](gateway::http_event_reply reply) {
       player->frames[name].push_back(proto::render_ok(reply.id, reply.accepted, reply.message));
     };
-    input(sys_->spawn(http_submit_impl, std::move(ctx)), caf::make_message(socket_frame{r.text}));
+    auto submit = sys_->spawn(http_submit_impl, std::move(ctx));
+    player_->name(submit.address(), r.actor);
+    input(submit, caf::make_message(socket_frame{r.text}));
     ++out.inputs;
   } else if (k == "frame_in") {
     if (auto c = conn())
@@ -268,7 +314,16 @@ bool replayer::step(const record& r, replay_outcome& out) {
       input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
     ++out.inputs;
   } else if (k == "db_reply") {
-    send_reply(r);
+    ready_reply(r);
+    ++out.inputs;
+  } else if (k == "ingest_in") {
+    input(gate_, caf::make_message(caf::atom("forward"), r.id));
+    ++out.inputs;
+  } else if (k == "reader_in") {
+    input(reader_gate_, caf::make_message(caf::atom("forward"), r.from, r.type));
+    ++out.inputs;
+  } else if (k == "reply_in") {
+    take_reply(r);
     ++out.inputs;
   } else if (k == "reading") {
     // Handed out while the actors ran; here we only check it was taken.
@@ -329,6 +384,8 @@ std::optional<record> parse_record(const rapidjson::Document& doc) {
   r.community = int_field(doc, "community");
   r.host = string_field(doc, "host");
   r.auth_pubkey = string_field(doc, "auth_pubkey");
+  r.id = string_field(doc, "id");
+  r.from = string_field(doc, "from");
   return r;
 }
 

@@ -64,6 +64,8 @@ fence_probe_reply probe_fence(self_ptr self) {
 writer_actor::behavior_type writer_session_impl(self_ptr self, std::string database_url,
                                                 std::string role, node_env env) {
   self->state.env = env.for_actor(role);
+  if (env.trace)
+    env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
   // The batch statements are prepared once per connection and their shape
   // does not depend on the values (arrays of the batch's rows, index probes
   // forced by OFFSET 0): a generic plan is right for every batch, and
