@@ -202,6 +202,78 @@ TEST(TraceReplayTest, AnOutputTheTraceLacksIsCaughtAtTheEnd) {
   EXPECT_NE(out.divergence->replayed.find("auth-required:"), std::string::npos);
 }
 
+// The order points: each names what the live actor took, and the replay
+// refuses to invent it.
+TEST(TraceReplayTest, AReplyTakenBeforeTheSessionAnsweredIsADivergence) {
+  auto lines = read_lines(traces_dir() / "client-session.jsonl");
+  auto reply = find_line(lines, [](auto& d) { return is(d, "type", "write_batch_reply") && is(d, "kind", "db_reply"); });
+  auto taken = find_line(lines, [](auto& d) { return is(d, "kind", "reply_in") && is(d, "actor", "ingest"); });
+  ASSERT_LT(reply, taken);
+  // Swap the two lines' contents but keep their sequence numbers in order.
+  auto reply_doc = parse(lines[reply]);
+  auto taken_doc = parse(lines[taken]);
+  auto reseq = [](std::string line, uint64_t seq) {
+    auto comma = line.find(',');
+    return "{\"seq\":" + std::to_string(seq) + line.substr(comma);
+  };
+  auto a = reseq(lines[taken], reply_doc["seq"].GetUint64());
+  auto b = reseq(lines[reply], taken_doc["seq"].GetUint64());
+  lines[reply] = a;
+  lines[taken] = b;
+  auto out = replay_lines(lines);
+  ASSERT_TRUE(out.divergence);
+  EXPECT_EQ(out.divergence->kind, "reply_in");
+  EXPECT_EQ(out.divergence->seq, reply_doc["seq"].GetUint64());
+}
+
+TEST(TraceReplayTest, AnEventIngestTookThatNoConnectionSentIsADivergence) {
+  auto lines = read_lines(traces_dir() / "client-session.jsonl");
+  auto i = find_line(lines, [](auto& d) { return is(d, "kind", "ingest_in"); });
+  auto doc = parse(lines[i]);
+  std::string id = doc["id"].GetString();
+  lines[i].replace(lines[i].find(id), id.size(), std::string(64, 'f'));
+  auto out = replay_lines(lines);
+  ASSERT_TRUE(out.divergence);
+  EXPECT_EQ(out.divergence->kind, "ingest_in");
+  EXPECT_EQ(out.divergence->seq, doc["seq"].GetUint64());
+}
+
+TEST(TraceReplayTest, AReadThePoolTookFromAnotherConnectionIsADivergence) {
+  auto lines = read_lines(traces_dir() / "client-session.jsonl");
+  auto i = find_line(lines, [](auto& d) { return is(d, "kind", "reader_in"); });
+  auto doc = parse(lines[i]);
+  std::string from = doc["from"].GetString();
+  lines[i].replace(lines[i].find("\"from\":\"" + from), 8 + from.size(), "\"from\":\"conn-99");
+  auto out = replay_lines(lines);
+  ASSERT_TRUE(out.divergence);
+  EXPECT_EQ(out.divergence->kind, "reader_in");
+  EXPECT_EQ(out.divergence->seq, doc["seq"].GetUint64());
+}
+
+// The burst is recorded under load: ingest batched, held batches for the
+// commit delay (ingest_tick timers) and took writer replies between events.
+TEST(TraceReplayTest, ThePublishBurstShowsBatchesHoldsAndInterleavedReplies) {
+  auto lines = read_lines(traces_dir() / "publish-burst.jsonl");
+  size_t ticks = 0, multi_event_batches = 0, events_after_reply = 0;
+  bool after_reply = false;
+  for (auto& l : lines) {
+    auto d = parse(l);
+    if (is(d, "kind", "timer"))
+      ++ticks;
+    if (is(d, "type", "write_batch_request") && d["msg"][0].Size() > 1)
+      ++multi_event_batches;
+    if (is(d, "kind", "reply_in") && is(d, "actor", "ingest"))
+      after_reply = true;
+    if (is(d, "kind", "ingest_in") && after_reply) {
+      ++events_after_reply;
+      after_reply = false;
+    }
+  }
+  EXPECT_GT(ticks, 0u);
+  EXPECT_GT(multi_event_batches, 0u);
+  EXPECT_GT(events_after_reply, 0u);
+}
+
 TEST(TraceReplayTest, WhatIsNotATraceIsAnErrorNotADivergence) {
   std::stringstream empty;
   EXPECT_FALSE(replay_trace(empty).error.empty());
