@@ -117,13 +117,20 @@ void raise_fd_limit(size_t wanted) {
 // `waggle replay <file>`: replays a recorded trace through the node's actors
 // (no database needed) and prints "identical" or the first divergence.
 int run_replay(std::vector<std::string> args) {
+  replay_options options;
+  if (!args.empty() && args[0] == "--strict") {
+    options.strict = true;
+    args.erase(args.begin());
+  }
   if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
-    std::cerr << "usage: waggle replay <trace.jsonl>\n"
-                 "Replays a trace recorded with WAGGLE_TRACE (docs/traces.md). Exit 0: "
-                 "identical; 1: diverged; 2: the trace cannot be replayed.\n";
+    std::cerr << "usage: waggle replay [--strict] <trace.jsonl>\n"
+                 "Replays a trace recorded with WAGGLE_TRACE (docs/traces.md). --strict also "
+                 "requires each frame and reading\nto be made by the last input before it (a "
+                 "trace of one client at a time). Exit 0: identical; 1: diverged;\n2: the "
+                 "trace cannot be replayed.\n";
     return 2;
   }
-  auto out = replay_trace_file(args[0]);
+  auto out = replay_trace_file(args[0], options);
   std::cout << out.summary() << "\n";
   if (!out.error.empty())
     return 2;

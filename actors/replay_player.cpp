@@ -33,7 +33,7 @@ std::optional<replay_player::reading> replay_player::next_reading(const std::str
   }
   auto r = std::move(queue.front());
   queue.pop_front();
-  consumed_.insert(r.seq);
+  consumed_[r.seq] = last_fed;
   return r;
 }
 
@@ -183,11 +183,11 @@ std::string replay_sink::close_text(int64_t code, const std::string& reason) {
 }
 
 void replay_sink::send_text(std::string frame) {
-  player_->frames[conn_].push_back(std::move(frame));
+  player_->produce_frame(conn_, std::move(frame));
 }
 
 void replay_sink::close(uint16_t code, std::string reason) {
-  player_->frames[conn_].push_back(close_text(code, reason));
+  player_->produce_frame(conn_, close_text(code, reason));
 }
 
 }  // namespace waggle

@@ -86,11 +86,27 @@ class replay_player : public trace_port {
 
   // -- set up by the driver ---------------------------------------------------
   void add_reading(const std::string& actor, reading r) { readings_[actor].push_back(std::move(r)); }
-  bool consumed(uint64_t seq) const { return consumed_.count(seq) > 0; }
   std::optional<caf::actor> spawned_actor(const std::string& name) const;
 
   // -- what the replayed actors did -------------------------------------------
-  std::map<std::string, std::deque<std::string>> frames;  // per connection, unchecked
+  // Each output remembers the input being replayed when it was made, for the
+  // strict check (an output the live node made later must not come earlier).
+  struct produced_frame {
+    std::string text;
+    uint64_t during = 0;
+  };
+  std::map<std::string, std::deque<produced_frame>> frames;  // per connection, unchecked
+  void produce_frame(const std::string& stream, std::string text) {
+    frames[stream].push_back({std::move(text), last_fed});
+  }
+  // The seq of the last input fed (the driver sets it).
+  uint64_t last_fed = 0;
+  // When the reading recorded at `seq` was taken (the input being fed), if it was.
+  std::optional<uint64_t> taken_during(uint64_t seq) const {
+    if (auto i = consumed_.find(seq); i != consumed_.end())
+      return i->second;
+    return std::nullopt;
+  }
   std::map<std::string, stub> stubs;
 
   template <class Rep, class Req>
@@ -129,7 +145,7 @@ class replay_player : public trace_port {
   void diverge(trace_divergence d);
 
   std::map<std::string, std::deque<reading>> readings_;
-  std::set<uint64_t> consumed_;
+  std::map<uint64_t, uint64_t> consumed_;  // reading seq -> the input fed meanwhile
   std::map<std::string, caf::actor> spawned_;
   std::map<caf::actor_addr, std::string> names_;
 };

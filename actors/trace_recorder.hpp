@@ -7,6 +7,7 @@
 // clock and random readings from a trace and ignores the rest.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -106,6 +107,7 @@ class trace_recorder : public trace_port {
   std::atomic<bool> active_{false};
   std::mutex mtx_;
   uint64_t seq_ = 0;
+  std::chrono::steady_clock::time_point last_flush_{};
   mutable std::mutex names_mtx_;
   std::map<caf::actor_addr, std::string> names_;
 };

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -62,12 +63,56 @@ int64_t int_field(const rapidjson::Value& obj, const char* key, int64_t fallback
   return i != obj.MemberEnd() && i->value.IsInt64() ? i->value.GetInt64() : fallback;
 }
 
+// Deeper than any message of messages/types.hpp nests; deeper lines are
+// refused before parsing (rendering a parsed value recurses).
+constexpr int max_depth = 32;
+
+bool nests_too_deep(const std::string& line) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The header's settings must describe a node that can exist.
+std::string check_config(const node_config& cfg) {
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  if (!in(static_cast<int64_t>(cfg.writers), 1, 64) || !in(static_cast<int64_t>(cfg.readers), 1, 64))
+    return "the header's writers and readers must be 1 to 64";
+  if (!in(static_cast<int64_t>(cfg.max_batch), 1, 100000)
+      || !in(cfg.commit_delay_us, 0, 1000000)
+      || !in(static_cast<int64_t>(cfg.commit_siblings), 2, 32)
+      || !in(static_cast<int64_t>(cfg.max_subscriptions), 1, 1000000)
+      || !in(static_cast<int64_t>(cfg.max_filters), 1, 1000)
+      || !in(static_cast<int64_t>(cfg.max_filter_values), 1, 1000000)
+      || !in(cfg.created_at_window, 0, 1LL << 40) || !in(cfg.auth_window, 0, 1LL << 40))
+    return "the header's node settings are out of range";
+  return {};
+}
+
 // The node settings the header carries (trace_node_json), over defaults.
 node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey) {
   node_config cfg;
   relay_pubkey = string_field(node, "relay_pubkey");
+  // Negative numbers stay out of range (checked by check_config), not huge.
   auto size = [&](const char* key, size_t fallback) {
-    return static_cast<size_t>(int_field(node, key, static_cast<int64_t>(fallback)));
+    auto v = int_field(node, key, static_cast<int64_t>(fallback));
+    return v < 0 ? size_t{0} : static_cast<size_t>(v);
   };
   cfg.writers = size("writers", cfg.writers);
   cfg.readers = size("readers", cfg.readers);
@@ -87,8 +132,10 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
 // One replay: the node's actors over the player's stand-ins.
 class replayer {
  public:
-  replayer(const node_config& cfg, std::string relay_pubkey, replay_player_ptr player)
-    : cfg_(cfg), relay_pubkey_(std::move(relay_pubkey)), player_(std::move(player)) {
+  replayer(const node_config& cfg, std::string relay_pubkey, replay_player_ptr player,
+           replay_options options)
+    : cfg_(cfg), relay_pubkey_(std::move(relay_pubkey)), player_(std::move(player)),
+      options_(options) {
     register_types(sys_cfg_);
     sys_cfg_.set("scheduler.policy", caf::atom("testing"));
     sys_cfg_.set("logger.verbosity", caf::atom("quiet"));
@@ -130,6 +177,13 @@ class replayer {
     caf::anon_send(to, std::move(msg));
     sched_->run();
   }
+  // Strict mode: an output recorded after input `last_fed` was made while
+  // replaying an earlier one.
+  void check_made_in_time(const record& r, uint64_t during, const std::string& what) {
+    if (options_.strict && during != player_->last_fed)
+      diverge(r, what + " after the input at seq " + std::to_string(player_->last_fed),
+              "already made while replaying seq " + std::to_string(during) + " (too early)");
+  }
   void diverge(const record& r, std::string recorded, std::string replayed) {
     if (!player_->divergence)
       player_->divergence = trace_divergence{r.seq, r.actor, r.kind, std::move(recorded),
@@ -143,6 +197,7 @@ class replayer {
   node_config cfg_;
   std::string relay_pubkey_;
   replay_player_ptr player_;
+  replay_options options_;
   caf::actor_system_config sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::scheduler::test_coordinator* sched_ = nullptr;
@@ -186,8 +241,9 @@ void replayer::check_frame(const record& r, const std::string& expected) {
   auto& queue = player_->frames[r.actor];
   if (queue.empty())
     return diverge(r, expected, "(no frame)");
-  if (queue.front() != expected)
-    return diverge(r, expected, queue.front());
+  if (queue.front().text != expected)
+    return diverge(r, expected, queue.front().text);
+  check_made_in_time(r, queue.front().during, expected);
   queue.pop_front();
 }
 
@@ -249,6 +305,11 @@ void replayer::take_reply(const record& r) {
 bool replayer::step(const record& r, replay_outcome& out) {
   player_->current_seq = r.seq;
   const auto& k = r.kind;
+  static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
+                                            "http_in", "timer",   "input",     "ingest_in",
+                                            "reader_in", "reply_in"};
+  if (fed.count(k))
+    player_->last_fed = r.seq;
   auto conn = [&]() -> std::optional<caf::actor> {
     if (auto i = conns_.find(r.actor); i != conns_.end())
       return i->second;
@@ -277,7 +338,7 @@ bool replayer::step(const record& r, replay_outcome& out) {
     ctx.group = group_;
     ctx.env = env_.for_actor(r.actor);
     ctx.done = [player = player_, name = r.actor](gateway::http_event_reply reply) {
-      player->frames[name].push_back(proto::render_ok(reply.id, reply.accepted, reply.message));
+      player->produce_frame(name, proto::render_ok(reply.id, reply.accepted, reply.message));
     };
     auto submit = sys_->spawn(http_submit_impl, std::move(ctx));
     player_->name(submit.address(), r.actor);
@@ -327,7 +388,9 @@ bool replayer::step(const record& r, replay_outcome& out) {
     ++out.inputs;
   } else if (k == "reading") {
     // Handed out while the actors ran; here we only check it was taken.
-    if (!player_->consumed(r.seq))
+    if (auto during = player_->taken_during(r.seq))
+      check_made_in_time(r, *during, "read " + r.what + " = " + r.value);
+    else
       diverge(r, "read " + r.what + " = " + r.value, "(no reading)");
     ++out.inputs;
   } else if (k == "frame_out") {
@@ -355,7 +418,7 @@ void replayer::check_leftovers() {
     if (!queue.empty()) {
       end.actor = conn;
       end.kind = "frame_out";
-      return diverge(end, "(no frame)", queue.front());
+      return diverge(end, "(no frame)", queue.front().text);
     }
   for (auto& [name, s] : player_->stubs)
     if (s.requests_checked < s.requests.size()) {
@@ -397,10 +460,11 @@ std::string replay_outcome::summary() const {
   if (divergence)
     return divergence->to_string();
   return "identical: " + std::to_string(records) + " records, " + std::to_string(inputs)
-         + " inputs fed, " + std::to_string(checked) + " outputs matched";
+         + " inputs fed, " + std::to_string(checked) + " outputs matched"
+         + (torn_tail ? " (the last line was torn and left out)" : "");
 }
 
-replay_outcome replay_trace(std::istream& in) {
+replay_outcome replay_trace(std::istream& in, replay_options options) {
   replay_outcome out;
   std::vector<record> records;
   rapidjson::Document header;
@@ -410,8 +474,13 @@ replay_outcome replay_trace(std::istream& in) {
     ++line_no;
     if (line.empty())
       continue;
+    if (nests_too_deep(line)) {
+      out.error = "line " + std::to_string(line_no) + " nests deeper than "
+                  + std::to_string(max_depth) + " levels";
+      return out;
+    }
     rapidjson::Document doc;
-    doc.Parse(line.data(), line.size());
+    doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
     if (line_no == 1) {
       if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("waggle_trace")) {
         out.error = "line 1 is not a waggle trace header";
@@ -422,6 +491,11 @@ replay_outcome replay_trace(std::istream& in) {
     }
     auto r = doc.HasParseError() ? std::nullopt : parse_record(doc);
     if (!r) {
+      // A node killed mid-write leaves a torn last line: the trace ends before it.
+      if (in.peek() == std::char_traits<char>::eof() && doc.HasParseError()) {
+        out.torn_tail = true;
+        break;
+      }
       out.error = "line " + std::to_string(line_no) + " is not a trace record";
       return out;
     }
@@ -451,13 +525,17 @@ replay_outcome replay_trace(std::istream& in) {
   }
   std::string relay_pubkey;
   auto cfg = config_from(header["node"], relay_pubkey);
+  if (auto bad = check_config(cfg); !bad.empty()) {
+    out.error = bad;
+    return out;
+  }
   auto player = std::make_shared<replay_player>();
   for (auto& r : records)
     if (r.kind == "reading")
       player->add_reading(r.actor, {r.seq, r.what, r.value});
   out.records = records.size();
   {
-    replayer replay{cfg, relay_pubkey, player};
+    replayer replay{cfg, relay_pubkey, player, options};
     for (auto& r : records)
       if (!replay.step(r, out))
         break;
@@ -469,14 +547,14 @@ replay_outcome replay_trace(std::istream& in) {
   return out;
 }
 
-replay_outcome replay_trace_file(const std::string& path) {
+replay_outcome replay_trace_file(const std::string& path, replay_options options) {
   std::ifstream in{path};
   if (!in) {
     replay_outcome out;
     out.error = "cannot open " + path;
     return out;
   }
-  return replay_trace(in);
+  return replay_trace(in, options);
 }
 
 }  // namespace waggle

@@ -23,10 +23,20 @@ struct replay_outcome {
   size_t records = 0;
   size_t inputs = 0;   // frames in, replies, timers, readings handed out
   size_t checked = 0;  // outputs compared
+  bool torn_tail = false;  // the file ended in a partial line (a crash), left out
   std::string summary() const;
 };
 
-replay_outcome replay_trace(std::istream& lines);
-replay_outcome replay_trace_file(const std::string& path);
+struct replay_options {
+  // Also require every frame and reading to be made while replaying the last
+  // input before its record: right for a trace of one client at a time
+  // (each step waits for its answer), where it catches an output made too
+  // early (a fan-out before COMMIT). A loaded trace interleaves independent
+  // inputs, so it is replayed without it.
+  bool strict = false;
+};
+
+replay_outcome replay_trace(std::istream& lines, replay_options options = {});
+replay_outcome replay_trace_file(const std::string& path, replay_options options = {});
 
 }  // namespace waggle

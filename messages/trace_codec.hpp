@@ -165,6 +165,15 @@ class json_in {
       if (!v.IsUint64())
         return fail();
       x = static_cast<U>(v.GetUint64());
+    } else if constexpr (std::is_same_v<U, std::shared_ptr<const proto::event>>) {
+      // An event must be one: the shared inspect would quietly make it null,
+      // and a null event reaching the hub is a crash, not a divergence.
+      if (!v.IsString())
+        return fail();
+      auto parsed = proto::parse_event(std::string_view{v.GetString(), v.GetStringLength()});
+      if (!parsed)
+        return fail();
+      x = std::make_shared<const proto::event>(std::move(*parsed));
     } else if constexpr (is_vector<U>::value) {
       if (!v.IsArray())
         return fail();
