@@ -64,6 +64,14 @@ size_t find_line(const std::vector<std::string>& lines, Pred pred) {
   return 0;
 }
 
+// Replays `lines`; the first divergence must be of `kind`, at record `seq`.
+void expect_divergence_at(const std::vector<std::string>& lines, const char* kind, uint64_t seq) {
+  auto out = replay_lines(lines);
+  ASSERT_TRUE(out.divergence) << out.summary();
+  EXPECT_EQ(out.divergence->kind, kind);
+  EXPECT_EQ(out.divergence->seq, seq);
+}
+
 bool is(const rapidjson::Document& d, const char* key, const std::string& value) {
   return d.HasMember(key) && d[key].IsString() && value == d[key].GetString();
 }
@@ -280,10 +288,7 @@ TEST(TraceReplayTest, AReplyTakenBeforeTheSessionAnsweredIsADivergence) {
   auto b = reseq(lines[reply], taken_doc["seq"].GetUint64());
   lines[reply] = a;
   lines[taken] = b;
-  auto out = replay_lines(lines);
-  ASSERT_TRUE(out.divergence);
-  EXPECT_EQ(out.divergence->kind, "reply_in");
-  EXPECT_EQ(out.divergence->seq, reply_doc["seq"].GetUint64());
+  expect_divergence_at(lines, "reply_in", reply_doc["seq"].GetUint64());
 }
 
 TEST(TraceReplayTest, AnEventIngestTookThatNoConnectionSentIsADivergence) {
@@ -292,10 +297,7 @@ TEST(TraceReplayTest, AnEventIngestTookThatNoConnectionSentIsADivergence) {
   auto doc = parse(lines[i]);
   std::string id = doc["id"].GetString();
   lines[i].replace(lines[i].find(id), id.size(), std::string(64, 'f'));
-  auto out = replay_lines(lines);
-  ASSERT_TRUE(out.divergence);
-  EXPECT_EQ(out.divergence->kind, "ingest_in");
-  EXPECT_EQ(out.divergence->seq, doc["seq"].GetUint64());
+  expect_divergence_at(lines, "ingest_in", doc["seq"].GetUint64());
 }
 
 TEST(TraceReplayTest, AReadThePoolTookFromAnotherConnectionIsADivergence) {
@@ -304,10 +306,7 @@ TEST(TraceReplayTest, AReadThePoolTookFromAnotherConnectionIsADivergence) {
   auto doc = parse(lines[i]);
   std::string from = doc["from"].GetString();
   lines[i].replace(lines[i].find("\"from\":\"" + from), 8 + from.size(), "\"from\":\"conn-99");
-  auto out = replay_lines(lines);
-  ASSERT_TRUE(out.divergence);
-  EXPECT_EQ(out.divergence->kind, "reader_in");
-  EXPECT_EQ(out.divergence->seq, doc["seq"].GetUint64());
+  expect_divergence_at(lines, "reader_in", doc["seq"].GetUint64());
 }
 
 // The burst is recorded under load: ingest batched, held batches for the
