@@ -34,7 +34,7 @@ int usage() {
                "  waggle migrate [--database-url URL] apply database migrations\n"
                "  waggle community add HOST [--name NAME] [--database-url URL]\n"
                "  waggle community list [--database-url URL]\n"
-               "  waggle replay TRACE                 replay a recorded actor trace (docs/traces.md)\n";
+               "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n";
   return 2;
 }
 
