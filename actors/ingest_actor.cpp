@@ -136,9 +136,14 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
       auto& st = self->state;
       // Which event, in ingest's own order of events and replies: batches
       // depend on it, so a replay hands ingest its requests in this order.
-      if (st.env.trace && st.env.trace->node_level())
-        st.env.trace->record(st.env.actor, "ingest_in",
-                             trace_fields{}.str("id", req.ev ? req.ev->id : std::string{}));
+      if (st.env.trace && st.env.trace->node_level()) {
+        auto& from = self->current_sender();
+        st.env.trace->record(
+          st.env.actor, "ingest_in",
+          trace_fields{}
+            .str("from", from ? st.env.trace->name_of(from->address()) : std::string{})
+            .str("id", req.ev ? req.ev->id : std::string{}));
+      }
       auto promise = self->make_response_promise<ingest_reply>();
       if (st.queue.size() >= st.settings.max_queue) {
         promise.deliver(ingest_reply{db::write_outcome::failed, "ingest queue full, retry later"});

@@ -184,10 +184,10 @@ caf::actor node::open_connection(const db::community& c, const std::string& host
     connection_peers{handles->ingest, handles->hub, handles->reader, handles->group},
     std::move(env), std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
-  if (env_.trace) {
+  // Named for the trace's life, not the connection's: a read or an event it
+  // sent can reach the pool or ingest after it closed.
+  if (env_.trace)
     env_.trace->spawned(name, handle);
-    handle->attach_functor([trace = env_.trace, addr = handle.address()] { trace->ended(addr); });
-  }
   {
     std::lock_guard guard{conn_mtx_};
     connections_.insert(handle);
@@ -227,7 +227,10 @@ void node::submit_event(const db::community& c, std::string json, std::string au
   }
   ctx.auth_pubkey = std::move(auth_pubkey);
   ctx.done = std::move(done);
+  auto trace = ctx.env.trace;
   auto worker = system_->spawn(http_submit_impl, std::move(ctx));
+  if (trace)
+    trace->spawned(name, worker);
   caf::anon_send(worker, socket_frame{std::move(json)});
 }
 

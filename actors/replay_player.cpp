@@ -120,23 +120,31 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
 caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, ingest_actor ingest,
                                  replay_player_ptr player) {
   return {
-    [self](ingest_request& req) {
+    [self, player](ingest_request& req) {
+      auto from = player->name_of(self->current_sender());
+      ++player->gate_held["ingest takes " + (req.ev ? req.ev->id : std::string{}) + " from " + from];
       auto promise = self->make_response_promise<ingest_reply>();
-      self->state.held_requests.push_back({std::move(req), promise});
+      self->state.held_requests.push_back({std::move(from), std::move(req), promise});
       return promise;
     },
-    [self, ingest, player](caf::atom_value, const std::string& id) {
+    // Matched by sender and id: two connections may send the same event.
+    [self, ingest, player](caf::atom_value, const std::string& from, const std::string& id) {
       auto& held = self->state.held_requests;
       auto i = std::find_if(held.begin(), held.end(), [&](const auto& h) {
-        return (h.req.ev ? h.req.ev->id : std::string{}) == id;
+        // (Traces before the sender was recorded match by id alone.)
+        return (from.empty() || h.from == from) && (h.req.ev ? h.req.ev->id : std::string{}) == id;
       });
       if (i == held.end()) {
-        player->divergence_if_none({player->current_seq, "ingest", "ingest_in", "ingest takes " + id,
-                                    "no connection of the replay sent it"});
+        player->divergence_if_none({player->current_seq, "ingest", "ingest_in",
+                                    "ingest takes " + id + " from " + from,
+                                    "no such event was sent in the replay"});
         return;
       }
       auto h = std::move(*i);
       held.erase(i);
+      auto key = "ingest takes " + (h.req.ev ? h.req.ev->id : std::string{}) + " from " + h.from;
+      if (--player->gate_held[key] == 0)
+        player->gate_held.erase(key);
       self->request(ingest, caf::infinite, std::move(h.req))
         .then([promise = h.promise](ingest_reply& reply) mutable { promise.deliver(reply); },
               [promise = h.promise](caf::error& err) mutable { promise.deliver(err); });
@@ -151,6 +159,11 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
   auto hold = [self, player, pool](auto req) {
     auto from = player->name_of(self->current_sender());
     auto type = trace_codec::name_of<decltype(req)>();
+    // A history read waits for the hub's ack, which the replay delivers at
+    // once; live, a connection closed before the ack never sent it. Only
+    // reads a frame causes directly count as left over.
+    if (std::string_view{type} != "history_request")
+      ++player->gate_held["the reader pool takes a " + std::string{type} + " from " + from];
     self->state.held_reads.push_back(
       {std::move(from), type,
        [promise = self->make_response_promise(), pool, req = std::move(req)]() mutable {
@@ -173,6 +186,9 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
       }
       auto h = std::move(*i);
       held.erase(i);
+      auto key = "the reader pool takes a " + h.type + " from " + h.from;
+      if (auto k = player->gate_held.find(key); k != player->gate_held.end() && --k->second == 0)
+        player->gate_held.erase(k);
       h.forward();
     },
   };

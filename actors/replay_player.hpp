@@ -55,20 +55,26 @@ class replay_player : public trace_port {
     std::function<bool(const rapidjson::Value&)> deliver;  // false: the JSON is not that type
     bool delivered = false;
   };
-  // The trace's reply to one request: its record and its message.
+  // The trace's reply to one request: its record, its message, and the
+  // replay's request it answers.
   struct ready_reply {
     uint64_t seq = 0;
     std::string msg;
+    size_t held_index = 0;
   };
-  // One database session stand-in. A session answers its requests in order,
-  // so the trace's k-th reply (ready[k]) answers the replay's k-th request
-  // (held[k]); it is delivered when the trace says the requester took it
-  // (a "reply_in" record), which for two requesters may be out of order.
+  // One database session stand-in. Two actors' requests can reach a session
+  // in either order, so each request the trace shows the session starting
+  // (db_request) is matched by content to one the replay made (order[k]);
+  // a session answers in the order it started, so the trace's k-th reply
+  // answers order[k]. It is delivered when the trace says the requester
+  // took it (a "reply_in" record).
   struct stub {
-    std::vector<request> requests;
-    size_t requests_checked = 0;
+    std::vector<request> requests;  // index-aligned with held
+    std::vector<bool> matched;
     std::vector<held_request> held;
+    std::vector<size_t> order;
     std::vector<ready_reply> ready;
+    size_t first_undelivered = 0;  // into ready: those before it are delivered
   };
 
   // -- trace_port -----------------------------------------------------------
@@ -81,7 +87,6 @@ class replay_player : public trace_port {
   bool wants_connection(const std::string&) const override { return false; }
   void record(const std::string&, std::string_view, const trace_fields&) override {}
   void spawned(const std::string& actor, const caf::actor& handle) override;
-  void ended(const caf::actor_addr&) override {}
   std::string name_of(const caf::actor_addr& who) const override;
 
   // -- set up by the driver ---------------------------------------------------
@@ -116,6 +121,7 @@ class replay_player : public trace_port {
     auto promise = self->make_response_promise<Rep>();
     auto& s = stubs[name];
     s.requests.push_back({trace_codec::name_of<Req>(), trace_codec::encode(req)});
+    s.matched.push_back(false);
     s.held.push_back({std::move(requester), trace_codec::name_of<Rep>(),
                       [promise](const rapidjson::Value& v) mutable {
                         Rep rep;
@@ -134,6 +140,10 @@ class replay_player : public trace_port {
   std::string name_of(const caf::strong_actor_ptr& who) const {
     return who ? name_of(who->address()) : std::string{};
   }
+
+  // What the gates hold: a message the replay sent that the live actor never
+  // took is a divergence at the end (an event submitted twice, say).
+  std::map<std::string, size_t> gate_held;  // "ingest: <id> from conn-2" -> count
 
   // The first divergence found while the actors ran (readings, replies).
   std::optional<trace_divergence> divergence;
@@ -159,11 +169,12 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
                              std::string name);
 
 // Stands in front of the replayed ingest: it keeps every ingest_request
-// until the driver sends ("forward", event id), the point at which the live
+// until the driver sends ("forward", sender, event id), the point at which the live
 // ingest took that event (an "ingest_in" record), so the replayed ingest sees
 // events and writer replies in the live order and forms the same batches.
 struct ingest_gate_state {
   struct held {
+    std::string from;  // the sender's name
     ingest_request req;
     caf::typed_response_promise<ingest_reply> promise;
   };

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdexcept>
 
@@ -63,7 +64,9 @@ trace_fields& trace_fields::raw(std::string_view k, std::string_view json) {
 
 trace_recorder::trace_recorder(const std::string& path, uint64_t sample) : sample_(sample) {
   // 0600: a full trace holds what the node's users wrote, private channels included.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0)
+    ::fchmod(fd, 0600);  // an existing file keeps its mode otherwise
   file_ = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
   if (!file_) {
     if (fd >= 0)
@@ -123,8 +126,9 @@ void trace_recorder::record(const std::string& actor, std::string_view kind,
   std::fputs("{\"seq\":", file_);
   std::fputs(seq.c_str(), file_);
   std::fwrite(tail.data(), 1, tail.size(), file_);
-  // A crash loses at most the last 200 ms (and tears at most the last line,
-  // which a replay leaves out), without a write per record.
+  // Flushed when a record comes 200 ms or more after the last flush (and at
+  // stop): a crash under load loses about the last 200 ms and tears at most
+  // the last line (a replay leaves it out), without a write per record.
   auto now = std::chrono::steady_clock::now();
   if (now - last_flush_ > std::chrono::milliseconds(200)) {
     std::fflush(file_);
@@ -162,11 +166,6 @@ steady_time trace_recorder::steady_now(const std::string& actor,
 void trace_recorder::spawned(const std::string& actor, const caf::actor& handle) {
   std::lock_guard guard{names_mtx_};
   names_[handle.address()] = actor;
-}
-
-void trace_recorder::ended(const caf::actor_addr& who) {
-  std::lock_guard guard{names_mtx_};
-  names_.erase(who);
 }
 
 std::string trace_recorder::name_of(const caf::actor_addr& who) const {

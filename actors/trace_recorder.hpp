@@ -64,7 +64,6 @@ class trace_port {
   // (a connection's read, as the reader pool takes it); a replay also learns
   // the handles of actors it did not spawn itself (roster actors).
   virtual void spawned(const std::string& actor, const caf::actor& handle) = 0;
-  virtual void ended(const caf::actor_addr& who) = 0;
   virtual std::string name_of(const caf::actor_addr& who) const = 0;
 };
 
@@ -94,7 +93,6 @@ class trace_recorder : public trace_port {
   void record(const std::string& actor, std::string_view kind,
               const trace_fields& fields) override;
   void spawned(const std::string& actor, const caf::actor& handle) override;
-  void ended(const caf::actor_addr& who) override;
   std::string name_of(const caf::actor_addr& who) const override;
 
   uint64_t records() const { return seq_; }

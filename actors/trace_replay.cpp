@@ -249,26 +249,35 @@ void replayer::check_frame(const record& r, const std::string& expected) {
 
 void replayer::check_request(const record& r) {
   auto& s = player_->stubs[r.actor];
-  if (s.requests_checked >= s.requests.size())
+  std::optional<size_t> first_open;
+  for (size_t j = 0; j < s.requests.size(); ++j) {
+    if (s.matched[j])
+      continue;
+    if (!first_open)
+      first_open = j;
+    if (s.requests[j].type == r.type && s.requests[j].msg == r.msg) {
+      s.matched[j] = true;
+      s.order.push_back(j);
+      return;
+    }
+  }
+  if (!first_open)
     return diverge(r, r.type + " " + r.msg, "(no request)");
-  auto& got = s.requests[s.requests_checked];
-  if (got.type != r.type || got.msg != r.msg)
-    return diverge(r, r.type + " " + r.msg, got.type + " " + got.msg);
-  ++s.requests_checked;
+  auto& got = s.requests[*first_open];
+  diverge(r, r.type + " " + r.msg, got.type + " " + got.msg);
 }
 
 // The session's reply: what it answered to its next request. Delivered
 // later, when the requester takes it (reply_in).
 void replayer::ready_reply(const record& r) {
   auto& s = player_->stubs[r.actor];
-  if (!stubs_.count(r.actor) || s.ready.size() >= s.held.size())
+  if (!stubs_.count(r.actor) || s.ready.size() >= s.order.size())
     return diverge(r, "a " + r.type + " from " + r.actor,
-                   "the replay asked " + r.actor + " only " + std::to_string(s.held.size())
-                     + " time(s)");
-  auto& held = s.held[s.ready.size()];
-  if (held.reply_type != r.type)
-    return diverge(r, r.type, "the request waits for a " + held.reply_type);
-  s.ready.push_back({r.seq, r.msg});
+                   "no request of the replay started at " + r.actor + " is unanswered");
+  auto j = s.order[s.ready.size()];
+  if (s.held[j].reply_type != r.type)
+    return diverge(r, r.type, "the request waits for a " + s.held[j].reply_type);
+  s.ready.push_back({r.seq, r.msg, j});
 }
 
 // A replayed actor takes a reply: the oldest ready one that answers a
@@ -277,17 +286,23 @@ void replayer::take_reply(const record& r) {
   std::string best_stub;
   size_t best_index = 0;
   uint64_t best_seq = 0;
+  const std::string* best_msg = nullptr;
   for (auto& [name, s] : player_->stubs) {
     if (!r.from.empty() && name != r.from)
       continue;  // the live actor says which session answered
-    for (size_t i = 0; i < s.ready.size(); ++i) {
-      auto& h = s.held[i];
+    while (s.first_undelivered < s.ready.size()
+           && s.held[s.ready[s.first_undelivered].held_index].delivered)
+      ++s.first_undelivered;
+    for (size_t k = s.first_undelivered; k < s.ready.size(); ++k) {
+      auto& ready = s.ready[k];
+      auto& h = s.held[ready.held_index];
       if (h.delivered || h.requester != r.actor || h.reply_type != r.type)
         continue;
-      if (best_stub.empty() || s.ready[i].seq < best_seq) {
+      if (best_stub.empty() || ready.seq < best_seq) {
         best_stub = name;
-        best_index = i;
-        best_seq = s.ready[i].seq;
+        best_index = ready.held_index;
+        best_seq = ready.seq;
+        best_msg = &ready.msg;
       }
       break;  // later ones of this session are newer
     }
@@ -298,8 +313,7 @@ void replayer::take_reply(const record& r) {
   auto& s = player_->stubs[best_stub];
   s.held[best_index].delivered = true;
   input(stubs_[best_stub], caf::make_message(caf::atom("deliver"),
-                                             static_cast<uint64_t>(best_index),
-                                             s.ready[best_index].msg));
+                                             static_cast<uint64_t>(best_index), *best_msg));
 }
 
 bool replayer::step(const record& r, replay_outcome& out) {
@@ -378,7 +392,7 @@ bool replayer::step(const record& r, replay_outcome& out) {
     ready_reply(r);
     ++out.inputs;
   } else if (k == "ingest_in") {
-    input(gate_, caf::make_message(caf::atom("forward"), r.id));
+    input(gate_, caf::make_message(caf::atom("forward"), r.from, r.id));
     ++out.inputs;
   } else if (k == "reader_in") {
     input(reader_gate_, caf::make_message(caf::atom("forward"), r.from, r.type));
@@ -420,13 +434,19 @@ void replayer::check_leftovers() {
       end.kind = "frame_out";
       return diverge(end, "(no frame)", queue.front().text);
     }
+  if (!player_->gate_held.empty()) {
+    end.actor = "node";
+    end.kind = "gate";
+    return diverge(end, "(not taken)", player_->gate_held.begin()->first);
+  }
   for (auto& [name, s] : player_->stubs)
-    if (s.requests_checked < s.requests.size()) {
-      end.actor = name;
-      end.kind = "db_request";
-      auto& extra = s.requests[s.requests_checked];
-      return diverge(end, "(no request)", extra.type + " " + extra.msg);
-    }
+    for (size_t j = 0; j < s.requests.size(); ++j)
+      if (!s.matched[j]) {
+        end.actor = name;
+        end.kind = "db_request";
+        auto& extra = s.requests[j];
+        return diverge(end, "(no request)", extra.type + " " + extra.msg);
+      }
 }
 
 std::optional<record> parse_record(const rapidjson::Document& doc) {
