@@ -95,8 +95,6 @@ class trace_recorder : public trace_port {
   void spawned(const std::string& actor, const caf::actor& handle) override;
   std::string name_of(const caf::actor_addr& who) const override;
 
-  uint64_t records() const { return seq_; }
-
  private:
   bool wants(const std::string& actor) const;
 

@@ -121,7 +121,6 @@ TEST(TraceReplayTest, StrictModeCatchesAFrameTheReplayMadeTooEarly) {
            && (is(d, "kind", "frame_in") || is(d, "kind", "reply_in"));
   });
   ASSERT_GT(next_input, live);
-  auto seq_of = [&](size_t i) { return parse(lines[i])["seq"].GetUint64(); };
   // Renumber: the frame moves right after next_input.
   std::vector<std::string> moved;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -135,7 +134,6 @@ TEST(TraceReplayTest, StrictModeCatchesAFrameTheReplayMadeTooEarly) {
     auto comma = moved[i].find(',');
     moved[i] = "{\"seq\":" + std::to_string(i) + moved[i].substr(comma);
   }
-  (void) seq_of;
   EXPECT_TRUE(replay_lines(moved).identical) << "per stream, the order is unchanged";
   std::stringstream ss;
   for (auto& l : moved)
