@@ -10,19 +10,9 @@
 #include <pqxx/connection>
 
 #include "messages/proto/status.hpp"
+#include "messages/values.hpp"
 
 namespace waggle::db {
-
-struct community {
-  int64_t id = 0;
-  std::string host;  // lowercase, no port
-  std::string name;
-  bool archived = false;
-  bool operator==(const community&) const = default;
-};
-
-// Lowercases and strips a port (and IPv6 brackets are kept: "[::1]:7777" -> "[::1]").
-std::string normalize_host(std::string_view host);
 
 std::vector<community> load_communities(pqxx::connection& conn);
 // Adds a community; adding an existing host returns the existing one.

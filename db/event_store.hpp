@@ -2,7 +2,7 @@
 
 // The SQL of the write path and the read path for events. Every statement
 // carries a community predicate. Functions take the caller's connection: the
-// actor that owns the connection decides when they run (DESIGN §2).
+// actor that owns the connection decides when they run (docs/actor-rules.md).
 
 #include <cstdint>
 #include <functional>
@@ -16,30 +16,9 @@
 
 #include "messages/proto/event.hpp"
 #include "messages/proto/filter.hpp"
+#include "messages/values.hpp"
 
 namespace waggle::db {
-
-// Events are shared, immutable and never copied on the way to the database.
-using event_ptr = std::shared_ptr<const proto::event>;
-
-struct ingest_item {
-  int64_t community_id = 0;
-  event_ptr ev;
-};
-
-enum class write_outcome : uint8_t {
-  stored,      // inserted by this batch
-  duplicate,   // (community_id, id) already stored: no side effect ran again
-  superseded,  // replaceable/addressable with a newer (or tie-winning) version stored
-  rejected,    // deterministic failure of this event alone (after bisection)
-  refused,     // not allowed: channel access (NIP-29), rendered "restricted:"
-  failed,      // transient/unavailable: nothing is known to be stored
-};
-
-struct write_result {
-  write_outcome outcome = write_outcome::failed;
-  std::string reason;  // human-readable, for rejected/failed
-};
 
 struct write_options {
   // The group actor writes NIP-29 commands (9000-9022) after authorising them
@@ -51,7 +30,7 @@ struct write_options {
   std::function<void()> before_commit;
 };
 
-// Runs `items` as ONE transaction (DESIGN §4): multi-row insert with
+// Runs `items` as ONE transaction (docs/write-path.md): multi-row insert with
 // ON CONFLICT DO NOTHING RETURNING, replacement of replaceable/addressable
 // heads under per-coordinate advisory locks taken in sorted order, NIP-09
 // soft deletion, channel membership checks for posts and the TTL refresh of
@@ -111,7 +90,7 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters);
 
-// The advisory-lock key texts of DESIGN §5 (hashed with hashtextextended(key, 0)).
+// The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.
 std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,
                                  const std::string& d_tag);

@@ -5,7 +5,7 @@
 // read-access facts and the TTL reaper. Each function is one transaction on
 // the caller's connection (the group session or a reader session owns it).
 //
-// Lock protocol (DESIGN §5, docs/channels.md): replacement -> membership ->
+// Lock protocol (docs/lock-protocol.md): replacement -> membership ->
 // channel_ttl, keys from db/event_store.hpp. Membership changes take the
 // channel's membership key EXCLUSIVE; role checks of edits and deletions and
 // roster captures take it SHARED (never two domains exclusively on one path).
@@ -28,17 +28,6 @@ namespace waggle::db {
 struct relay_signer {
   std::string secret;  // 64 hex
   std::string pubkey;  // 64 hex
-};
-
-// What a committed command changed, for the roster actor and the hub.
-struct group_change {
-  std::string channel;
-  bool roster_changed = false;    // membership or roles (republish 39001/39002)
-  bool metadata_changed = false;  // 39000
-  bool deleted = false;           // 9008: every reader loses access
-  bool became_private = false;    // readers that were not members lose access
-  std::vector<std::string> removed;  // pubkeys whose membership ended
-  bool any() const { return roster_changed || metadata_changed || deleted; }
 };
 
 struct command_outcome {
@@ -88,10 +77,6 @@ std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t 
 // its own short transaction that takes the channel_ttl key EXCLUSIVE with a
 // try-lock (a channel whose commit is refreshing it right now is skipped
 // this round; the refresh moves its deadline anyway). At most `limit`.
-struct channel_ref {
-  int64_t community_id = 0;
-  std::string channel;
-};
 std::vector<channel_ref> archive_expired_channels(pqxx::connection& conn, int limit);
 
 }  // namespace waggle::db

@@ -76,7 +76,7 @@ std::vector<migration> load_embedded() {
 
 // Session-level advisory lock held while migrations are checked and applied,
 // so that nodes starting together apply each migration exactly once. The key
-// follows DESIGN §5's naming: hashtextextended('waggle_migrations', 0).
+// follows the naming of docs/lock-protocol.md: hashtextextended('waggle_migrations', 0).
 constexpr const char* lock_sql = "SELECT pg_advisory_lock(hashtextextended('waggle_migrations', 0))";
 constexpr const char* unlock_sql =
   "SELECT pg_advisory_unlock(hashtextextended('waggle_migrations', 0))";

@@ -214,7 +214,7 @@ status probe_roster_fence(pqxx::connection& conn) {
            : std::string(" (the function body does not check, or the trigger does not fire)")));
     }
     // The comparison is only a fence if it runs under the channel's
-    // membership lock, SHARED (DESIGN §5): the trigger must have taken it
+    // membership lock, SHARED (docs/lock-protocol.md): the trigger must have taken it
     // (for the canonical insert, outside the rolled-back savepoint).
     // A bigint advisory key shows in pg_locks as classid (high 32 bits) and
     // objid (low 32 bits) with objsubid 1.

@@ -6,7 +6,7 @@
 
 #include <pqxx/except>
 
-// The failure policy around write_batch (DESIGN §4): which errors are the
+// The failure policy around write_batch (docs/write-path.md): which errors are the
 // event's own (bisect them away), which are transient (retry), and which mean
 // the outcome is unknown (answer "failed", never OK).
 

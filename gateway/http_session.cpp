@@ -10,9 +10,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "db/community_store.hpp"
 #include "gateway/log.hpp"
-#include "gateway/nip98.hpp"
 #include "gateway/ws_session.hpp"
 
 namespace waggle::gateway {
@@ -62,31 +60,6 @@ std::string event_json(std::string_view id, bool accepted, std::string_view mess
   w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
-}
-
-// HTTP status of a POST /events answer. The body is always the JSON
-// {"id","accepted","message"}; the status mirrors the NIP-01 prefix:
-//   accepted (including "duplicate:")  -> 200
-//   "invalid:" / anything unrecognised -> 400
-//   "auth-required:"                   -> 401
-//   "restricted:" / "blocked:"         -> 403
-//   "rate-limited:"                    -> 429
-//   "error:"                           -> 503
-http::status status_of(const http_event_reply& r) {
-  if (r.accepted)
-    return http::status::ok;
-  auto starts = [&](std::string_view p) { return r.message.rfind(p, 0) == 0; };
-  if (starts("duplicate:"))
-    return http::status::ok;
-  if (starts("auth-required:"))
-    return http::status::unauthorized;
-  if (starts("restricted:") || starts("blocked:"))
-    return http::status::forbidden;
-  if (starts("rate-limited:"))
-    return http::status::too_many_requests;
-  if (starts("error:"))
-    return http::status::service_unavailable;
-  return http::status::bad_request;
 }
 
 }  // namespace
@@ -142,7 +115,7 @@ bool http_session::handle_read_error(beast::error_code ec) {
     return true;
   }
   // Timeouts, resets, aborts: nothing to answer.
-  log::debug("http read", ec.message());
+  log::debug(st_->api, "http read", ec.message());
   beast::error_code ignored;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();
@@ -197,156 +170,168 @@ void http_session::handle() {
 
   auto target = std::string(req_.target());
   auto path = std::string_view(target).substr(0, target.find('?'));
-  const auto method = req_.method();
   const bool upgrade = websocket::is_upgrade(req_);
-
-  auto method_not_allowed = [&](const char* allow) {
-    auto res = make(http::status::method_not_allowed, text_plain,
-                    "method " + std::string(req_.method_string()) + " not allowed on "
-                      + std::string(path) + "\n");
-    res.set(http::field::allow, allow);
-    return res;
-  };
-
-  // -- node-level endpoints: answer for any Host ------------------------------
-  if (path == "/healthz") {
-    if (method != http::verb::get)
-      return send(method_not_allowed("GET"));
-    return send(make(http::status::ok, text_plain, "ok\n"));
-  }
-  if (path == "/metrics") {
-    if (method != http::verb::get)
-      return send(method_not_allowed("GET"));
-    std::string body = st_->api.stats ? st_->api.stats->render() : std::string{};
-    return send(make(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", std::move(body)));
-  }
-  // /readyz is node-level too: load balancers and orchestrators probe it with
-  // whatever Host they use to reach the node (often an IP).
-  if (path == "/readyz") {
-    if (method != http::verb::get)
-      return send(method_not_allowed("GET"));
-    if (st_->draining())
-      return send(make(http::status::service_unavailable, text_plain, "draining\n"));
-    bool ready = false;
-    try {
-      ready = st_->api.ready && st_->api.ready();
-    } catch (const std::exception& e) {
-      log::warn("ready() threw", e.what());
-    }
-    if (!ready)
-      return send(make(http::status::service_unavailable, text_plain, "not ready\n"));
-    return send(make(http::status::ok, text_plain, "ready\n"));
-  }
-
+  if (handle_node_endpoint(path))
+    return;
   // -- community endpoints: the Host picks the community ----------------------
   std::string host_header(req_[http::field::host]);
-  if (host_header.empty())
-    return send(make(http::status::bad_request, text_plain, "missing Host header\n"), upgrade);
-  std::optional<db::community> community;
-  try {
-    community = st_->api.find_community(host_header);
-  } catch (const std::exception& e) {
-    log::warn("find_community threw", e.what());
-  }
+  auto community = community_of(host_header, upgrade);
   if (!community)
-    return send(make(http::status::not_found, text_plain,
-                     "unknown community host: " + host_header + "\n"),
-                upgrade);
-  if (st_->draining())
-    return send(make(http::status::service_unavailable, text_plain,
-                     "the relay is shutting down, retry shortly\n"),
-                true);
-
-  if (path == "/") {
-    if (upgrade) {
-      if (st_->ws_count.fetch_add(1) >= st_->limits.max_connections) {
-        st_->ws_count.fetch_sub(1);
-        return send(make(http::status::service_unavailable, text_plain,
-                         "too many connections, retry later\n"),
-                    true);
-      }
-      // Bytes read past the request: a client that did not wait for our 101
-      // (RFC 6455 4.1 says it must). Beast accepts them only as raw bytes.
-      std::string raw;
-      if (buffer_.size() > 0) {
-        std::ostringstream header;
-        header << req_.base();
-        raw = header.str() + beast::buffers_to_string(buffer_.data());
-        if (raw.size() > ws_session::raw_accept_max) {
-          st_->ws_count.fetch_sub(1);
-          return send(make(http::status::bad_request, text_plain,
-                           "WebSocket data sent before the handshake completed\n"),
-                      true);
-        }
-      }
-      // The socket, its slot and the ws_count reservation move to the session.
-      auto ws = std::make_shared<ws_session>(std::move(stream_), st_, *community,
-                                             db::normalize_host(host_header), std::move(slot_));
-      if (raw.empty())
-        ws->run(std::move(req_));
-      else
-        ws->run(std::move(raw));
-      return;
-    }
-    if (method == http::verb::options) {
-      auto res = make(http::status::no_content, {}, {});
-      add_cors(res);
-      return send(std::move(res));
-    }
-    if (method != http::verb::get)
-      return send(method_not_allowed("GET, OPTIONS"));
-    if (icontains(req_[http::field::accept], "application/nostr+json")) {
-      std::string info;
-      try {
-        info = st_->api.relay_info(*community);
-      } catch (const std::exception& e) {
-        log::warn("relay_info threw", e.what());
-        return send(make(http::status::internal_server_error, text_plain, "internal error\n"));
-      }
-      auto res = make(http::status::ok, "application/nostr+json", std::move(info));
-      res.set(http::field::vary, "Accept");
-      add_cors(res);
-      return send(std::move(res));
-    }
-    // A browser (or curl) without the NIP-11 Accept header: a friendly hint.
-    auto res = make(http::status::ok, text_plain,
-                    "waggle Nostr relay for " + community->name
-                      + ": connect with a Nostr client over WebSocket.\n");
-    res.set(http::field::vary, "Accept");
-    return send(std::move(res));
-  }
-
+    return;
+  if (path == "/")
+    return handle_root(*community, host_header, upgrade);
   if (path == "/events") {
-    if (method == http::verb::options) {
-      auto res = make(http::status::no_content, {}, {});
-      add_cors(res);
-      return send(std::move(res));
-    }
-    if (method != http::verb::post)
-      return send(method_not_allowed("POST, OPTIONS"));
+    if (req_.method() == http::verb::options)
+      return send_preflight();
+    if (req_.method() != http::verb::post)
+      return send(method_not_allowed(path, "POST, OPTIONS"));
     return handle_post_events(*community, host_header);
   }
-
   return send(make(http::status::not_found, text_plain, "not found: " + std::string(path) + "\n"),
               upgrade);
 }
 
-void http_session::handle_post_events(const db::community& c, const std::string& host) {
-  auto reject = [&](http::status st, std::string message) {
-    auto res = make(st, app_json, event_json({}, false, message));
-    add_cors(res);
-    if (st == http::status::unauthorized)
-      res.set(http::field::www_authenticate, "Nostr");
-    send(std::move(res));
-  };
-  const auto now = static_cast<int64_t>(std::time(nullptr));
-  auto auth = verify_nip98(req_[http::field::authorization], "POST", host, req_.target(),
-                           req_.body(), now);
-  if (!auth.ok)
-    return reject(http::status::unauthorized, auth.message);
-  if (req_.body().empty())
-    return reject(http::status::bad_request, "invalid: empty body, expected an event");
+http_session::response http_session::method_not_allowed(std::string_view path, const char* allow) {
+  auto res = make(http::status::method_not_allowed, text_plain,
+                  "method " + std::string(req_.method_string()) + " not allowed on "
+                    + std::string(path) + "\n");
+  res.set(http::field::allow, allow);
+  return res;
+}
 
+void http_session::send_preflight() {
+  auto res = make(http::status::no_content, {}, {});
+  add_cors(res);
+  send(std::move(res));
+}
+
+// Node-level endpoints answer for any Host. True when `path` was one of them.
+bool http_session::handle_node_endpoint(std::string_view path) {
+  if (path != "/healthz" && path != "/metrics" && path != "/readyz")
+    return false;
+  if (req_.method() != http::verb::get) {
+    send(method_not_allowed(path, "GET"));
+    return true;
+  }
+  if (path == "/healthz") {
+    send(make(http::status::ok, text_plain, "ok\n"));
+  } else if (path == "/metrics") {
+    std::string body = st_->api.watch ? st_->api.watch->metrics_text() : std::string{};
+    send(make(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", std::move(body)));
+  } else {
+    // /readyz is node-level too: load balancers and orchestrators probe it
+    // with whatever Host they use to reach the node (often an IP).
+    send(readiness());
+  }
+  return true;
+}
+
+http_session::response http_session::readiness() {
+  if (st_->draining())
+    return make(http::status::service_unavailable, text_plain, "draining\n");
+  bool ready = false;
+  try {
+    ready = st_->api.ready && st_->api.ready();
+  } catch (const std::exception& e) {
+    log::warn(st_->api, "ready() threw", e.what());
+  }
+  if (!ready)
+    return make(http::status::service_unavailable, text_plain, "not ready\n");
+  return make(http::status::ok, text_plain, "ready\n");
+}
+
+// The community the Host names; answers (and returns nullopt) when there is
+// none, or when the node is draining.
+std::optional<community> http_session::community_of(const std::string& host_header,
+                                                    bool upgrade) {
+  if (host_header.empty()) {
+    send(make(http::status::bad_request, text_plain, "missing Host header\n"), upgrade);
+    return std::nullopt;
+  }
+  std::optional<community> found;
+  try {
+    found = st_->api.find_community(host_header);
+  } catch (const std::exception& e) {
+    log::warn(st_->api, "find_community threw", e.what());
+  }
+  if (!found) {
+    send(make(http::status::not_found, text_plain,
+              "unknown community host: " + host_header + "\n"),
+         upgrade);
+    return std::nullopt;
+  }
+  if (st_->draining()) {
+    send(make(http::status::service_unavailable, text_plain,
+              "the relay is shutting down, retry shortly\n"),
+         true);
+    return std::nullopt;
+  }
+  return found;
+}
+
+// "/": the WebSocket upgrade, NIP-11, CORS preflight, or a hint for browsers.
+void http_session::handle_root(const community& c, const std::string& host_header, bool upgrade) {
+  if (upgrade)
+    return upgrade_to_websocket(c, host_header);
+  const auto method = req_.method();
+  if (method == http::verb::options)
+    return send_preflight();
+  if (method != http::verb::get)
+    return send(method_not_allowed("/", "GET, OPTIONS"));
+  if (icontains(req_[http::field::accept], "application/nostr+json")) {
+    std::string info;
+    try {
+      info = st_->api.relay_info(c);
+    } catch (const std::exception& e) {
+      log::warn(st_->api, "relay_info threw", e.what());
+      return send(make(http::status::internal_server_error, text_plain, "internal error\n"));
+    }
+    auto res = make(http::status::ok, "application/nostr+json", std::move(info));
+    res.set(http::field::vary, "Accept");
+    add_cors(res);
+    return send(std::move(res));
+  }
+  // A browser (or curl) without the NIP-11 Accept header: a friendly hint.
+  auto res = make(http::status::ok, text_plain,
+                  "waggle Nostr relay for " + c.name
+                    + ": connect with a Nostr client over WebSocket.\n");
+  res.set(http::field::vary, "Accept");
+  send(std::move(res));
+}
+
+void http_session::upgrade_to_websocket(const community& c, const std::string& host_header) {
+  if (st_->ws_count.fetch_add(1) >= st_->limits.max_connections) {
+    st_->ws_count.fetch_sub(1);
+    return send(make(http::status::service_unavailable, text_plain,
+                     "too many connections, retry later\n"),
+                true);
+  }
+  // Bytes read past the request: a client that did not wait for our 101
+  // (RFC 6455 4.1 says it must). Beast accepts them only as raw bytes.
+  std::string raw;
+  if (buffer_.size() > 0) {
+    std::ostringstream header;
+    header << req_.base();
+    raw = header.str() + beast::buffers_to_string(buffer_.data());
+    if (raw.size() > ws_session::raw_accept_max) {
+      st_->ws_count.fetch_sub(1);
+      return send(make(http::status::bad_request, text_plain,
+                       "WebSocket data sent before the handshake completed\n"),
+                  true);
+    }
+  }
+  // The socket, its slot and the ws_count reservation move to the session.
+  auto ws = std::make_shared<ws_session>(std::move(stream_), st_, c, normalize_host(host_header),
+                                         std::move(slot_));
+  if (raw.empty())
+    ws->run(std::move(req_));
+  else
+    ws->run(std::move(raw));
+}
+
+void http_session::handle_post_events(const community& c, const std::string& host) {
+  // Empty or not, unauthenticated or not: the node answers (NIP-98 and the
+  // event are verified on scheduler threads, never here).
   awaiting_reply_ = true;
   submit_timer_.expires_after(submit_timeout);
   // The pending wait keeps the session alive (inside the io_context) until the
@@ -354,7 +339,7 @@ void http_session::handle_post_events(const db::community& c, const std::string&
   submit_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (ec || !self->awaiting_reply_)
       return;
-    self->on_event_reply({{}, false, "error: timed out waiting for the relay"});
+    self->on_event_reply({{}, false, "error: timed out waiting for the relay", 503});
   });
   // A reply that arrives after the timeout must not answer a later request
   // on the same keep-alive connection: replies carry their request's number.
@@ -368,18 +353,24 @@ void http_session::handle_post_events(const db::community& c, const std::string&
     });
   };
   try {
-    st_->api.submit_event(c, req_.body(), auth.pubkey, std::move(done));
+    st_->api.submit_event(c,
+                          {std::string{req_[http::field::authorization]}, host,
+                           std::string{req_.target()}, std::move(req_.body())},
+                          std::move(done));
   } catch (const std::exception& e) {
-    log::warn("submit_event threw", e.what());
-    on_event_reply({{}, false, "error: internal error"});
+    log::warn(st_->api, "submit_event threw", e.what());
+    on_event_reply({{}, false, "error: internal error", 503});
   }
 }
 
 void http_session::on_event_reply(http_event_reply reply) {
   awaiting_reply_ = false;
   submit_timer_.cancel();
-  auto res = make(status_of(reply), app_json, event_json(reply.id, reply.accepted, reply.message));
+  auto status = static_cast<http::status>(reply.http_status);
+  auto res = make(status, app_json, event_json(reply.id, reply.accepted, reply.message));
   add_cors(res);
+  if (status == http::status::unauthorized)
+    res.set(http::field::www_authenticate, "Nostr");
   send(std::move(res));
 }
 
@@ -396,7 +387,7 @@ void http_session::send(response res, bool close) {
 void http_session::on_write(bool close, beast::error_code ec, std::size_t) {
   res_.reset();
   if (ec) {
-    log::debug("http write", ec.message());
+    log::debug(st_->api, "http write", ec.message());
     return stream_.close();
   }
   if (close)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -45,7 +46,14 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_body(boost::beast::error_code ec, std::size_t);
   bool handle_read_error(boost::beast::error_code ec);
   void handle();
-  void handle_post_events(const db::community& c, const std::string& host);
+  bool handle_node_endpoint(std::string_view path);
+  response readiness();
+  std::optional<community> community_of(const std::string& host_header, bool upgrade);
+  void handle_root(const community& c, const std::string& host_header, bool upgrade);
+  void upgrade_to_websocket(const community& c, const std::string& host_header);
+  response method_not_allowed(std::string_view path, const char* allow);
+  void send_preflight();
+  void handle_post_events(const community& c, const std::string& host);
   void on_event_reply(http_event_reply reply);
   response make(boost::beast::http::status status, std::string content_type, std::string body);
   void send(response res, bool close = false);

@@ -1,21 +1,23 @@
 #pragma once
 
-// The gateway's log calls, on the node's structured logger (component
-// "gateway"; debug lines appear with --log-level debug).
+// The gateway's log calls, through the observer the node gave it (component
+// "gateway" in the node's structured log; debug lines appear with
+// --log-level debug). Without an observer (unit tests) they are dropped.
 
-#include <string>
 #include <string_view>
 
-#include "actors/log.hpp"
+#include "gateway/node_api.hpp"
 
 namespace waggle::gateway::log {
 
-inline void debug(std::string_view what, std::string_view detail = {}) {
-  waggle::log::debug("gateway", what, {{"detail", std::string{detail}}});
+inline void debug(const node_api& api, std::string_view what, std::string_view detail = {}) {
+  if (api.watch && api.watch->logs(log_level::debug))
+    api.watch->log(log_level::debug, what, detail);
 }
 
-inline void warn(std::string_view what, std::string_view detail = {}) {
-  waggle::log::warn("gateway", what, {{"detail", std::string{detail}}});
+inline void warn(const node_api& api, std::string_view what, std::string_view detail = {}) {
+  if (api.watch)
+    api.watch->log(log_level::warn, what, detail);
 }
 
 }  // namespace waggle::gateway::log

@@ -12,18 +12,29 @@
 #include <string>
 #include <string_view>
 
-#include <caf/actor.hpp>
-
-#include "actors/metrics.hpp"
-#include "actors/socket_sink.hpp"
-#include "db/community_store.hpp"
+#include "gateway/observer.hpp"
+#include "gateway/socket_sink.hpp"
+#include "messages/interfaces.hpp"
+#include "messages/values.hpp"
 
 namespace waggle::gateway {
 
+// The answer to POST /events, decided above the gateway (messages/outcome.hpp):
+// the gateway only renders it.
 struct http_event_reply {
   std::string id;
   bool accepted = false;
-  std::string message;  // NIP-01 style "prefix: reason"
+  std::string message;        // NIP-01 style "prefix: reason"
+  uint16_t http_status = 200;
+};
+
+// A POST /events as it arrived; the node verifies its NIP-98 Authorization
+// and the event off the io threads.
+struct http_event_request {
+  std::string authorization;  // the header value, as sent
+  std::string host;           // the Host header, as sent (NIP-98 compares it)
+  std::string target;         // path and query
+  std::string body;
 };
 
 struct server_limits {
@@ -36,23 +47,25 @@ struct server_limits {
 
 struct node_api {
   // Host (as sent, any case, maybe with port) -> live community. Lock-free snapshot.
-  std::function<std::optional<db::community>(std::string_view host)> find_community;
+  std::function<std::optional<community>(std::string_view host)> find_community;
   // Spawns the connection actor of a new socket. `host` is the normalized Host.
-  std::function<caf::actor(const db::community&, const std::string& host, socket_sink_ptr)>
+  std::function<connection_actor(const community&, const std::string& host, socket_sink_ptr)>
     open_connection;
-  // POST /events: validates (id, signature, window) off the io threads, checks
-  // that the event's pubkey equals `auth_pubkey` (from NIP-98) and ingests it;
-  // `done` is called exactly once, from any thread.
-  std::function<void(const db::community&, std::string event_json, std::string auth_pubkey,
+  // POST /events: verifies the NIP-98 Authorization and the event (id,
+  // signature, window) off the io threads, checks that the event's pubkey is
+  // the one NIP-98 proved and ingests it; `done` is called exactly once, from
+  // any thread.
+  std::function<void(const community&, http_event_request request,
                      std::function<void(http_event_reply)> done)>
     submit_event;
   // NIP-11 document for a community (JSON text).
-  std::function<std::string(const db::community&)> relay_info;
+  std::function<std::string(const community&)> relay_info;
   // /readyz: database answers and migrations are current.
   std::function<bool()> ready;
   // While draining (SIGTERM), new sockets and requests get 503.
   std::function<bool()> draining;
-  metrics* stats = nullptr;
+  // Logs, connection counts and /metrics; may be null (tests).
+  std::shared_ptr<observer> watch;
 };
 
 }  // namespace waggle::gateway

@@ -60,7 +60,7 @@ struct server::impl {
       if (ec == net::error::operation_aborted)
         return;
       // EMFILE and friends: back off instead of spinning.
-      log::warn("accept", ec.message());
+      log::warn(st->api, "accept", ec.message());
       retry_timer->expires_after(std::chrono::milliseconds(100));
       retry_timer->async_wait([this](beast::error_code e) {
         if (!e && accepting)
@@ -70,7 +70,7 @@ struct server::impl {
     }
     if (st->tcp_count.fetch_add(1) >= st->max_tcp()) {
       st->tcp_count.fetch_sub(1);
-      log::debug("too many TCP connections, dropping one");
+      log::debug(st->api, "too many TCP connections, dropping one");
       beast::error_code ignored;
       socket.close(ignored);
     } else {
@@ -151,14 +151,14 @@ uint16_t server::start() {
   i.accepting = true;
   i.do_accept();
   for (std::size_t n = 0; n < i.io_threads; ++n)
-    i.threads.emplace_back([ioc = i.ioc.get()] {
+    i.threads.emplace_back([ioc = i.ioc.get(), st = i.st] {
       for (;;) {
         try {
           ioc->run();
           return;
         } catch (const std::exception& e) {
           // A handler threw: log and keep the io thread alive.
-          log::warn("io thread caught", e.what());
+          log::warn(st->api, "io thread caught", e.what());
         }
       }
     });

@@ -2,7 +2,6 @@
 
 #include <caf/send.hpp>
 
-#include "db/community_store.hpp"
 #include "gateway/log.hpp"
 #include "messages/types.hpp"
 
@@ -40,7 +39,7 @@ const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consum
 }  // namespace
 
 ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
-                       db::community community, std::string host, std::unique_ptr<tcp_slot> slot)
+                       community community, std::string host, std::unique_ptr<tcp_slot> slot)
   : ws_(std::move(stream)),
     st_(std::move(st)),
     community_(std::move(community)),
@@ -92,8 +91,8 @@ void ws_session::on_accept(beast::error_code ec) {
   if (ec)
     return fail(ec, "accept");
   accepted_ = true;
-  if (st_->api.stats)
-    st_->api.stats->connections.fetch_add(1);
+  if (st_->api.watch)
+    st_->api.watch->connection_opened();
   {
     std::lock_guard lock{st_->registry_mtx};
     st_->registry.emplace(this, weak_from_this());
@@ -102,7 +101,7 @@ void ws_session::on_accept(beast::error_code ec) {
     actor_ = st_->api.open_connection(community_, host_,
                                       std::make_shared<session_sink>(weak_from_this(), st_->gate));
   } catch (const std::exception& e) {
-    log::warn("open_connection threw", e.what());
+    log::warn(st_->api, "open_connection threw", e.what());
   }
   if (!actor_) {
     begin_close(static_cast<uint16_t>(websocket::close_code::internal_error), "internal error");
@@ -150,7 +149,7 @@ void ws_session::enqueue(std::string frame) {
 }
 
 void ws_session::drop_slow_consumer() {
-  log::debug("dropping slow consumer", host_);
+  log::debug(st_->api, "dropping slow consumer", host_);
   // Keep the frame being written (its buffer is in use), drop everything else.
   std::size_t keep = writing_ ? 1 : 0;
   while (queue_.size() > keep) {
@@ -177,7 +176,7 @@ void ws_session::begin_close(uint16_t code, std::string reason) {
   close_timer_.expires_after(close_grace);
   close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec && !self->finished_) {
-      log::debug("close grace expired, closing TCP", self->host_);
+      log::debug(self->st_->api, "close grace expired, closing TCP", self->host_);
       self->abort_socket();
     }
   });
@@ -240,10 +239,10 @@ void ws_session::fail(beast::error_code ec, const char* what) {
       || ec == net::error::not_connected || ec == beast::error::timeout
       || ec.category() == websocket::make_error_code(websocket::error::closed).category()
       || ec.category() == http::make_error_code(http::error::end_of_stream).category()) {
-    log::debug(what, ec.message());
+    log::debug(st_->api, what, ec.message());
     return;
   }
-  log::warn(what, ec.message());
+  log::warn(st_->api, what, ec.message());
 }
 
 void ws_session::finish(bool in_destructor) {
@@ -261,8 +260,8 @@ void ws_session::finish(bool in_destructor) {
     return;
   if (actor_)
     caf::anon_send(actor_, socket_closed{});
-  if (st_->api.stats)
-    st_->api.stats->connections.fetch_sub(1);
+  if (st_->api.watch)
+    st_->api.watch->connection_closed();
   {
     std::lock_guard lock{st_->registry_mtx};
     st_->registry.erase(this);

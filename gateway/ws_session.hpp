@@ -16,7 +16,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
-#include <caf/actor.hpp>
 
 #include "gateway/server_state.hpp"
 
@@ -27,7 +26,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // The caller has already reserved a slot in st->ws_count; the session
   // releases it when destroyed.
   ws_session(boost::beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
-             db::community community, std::string host, std::unique_ptr<tcp_slot> slot);
+             community community, std::string host, std::unique_ptr<tcp_slot> slot);
   ~ws_session();
 
   // Accepts the upgrade request (already read by the http_session).
@@ -65,11 +64,11 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::beast::flat_buffer buffer_;
   std::shared_ptr<server_state> st_;
-  db::community community_;
+  community community_;
   std::string host_;
   std::unique_ptr<tcp_slot> slot_;
   boost::asio::steady_timer close_timer_;
-  caf::actor actor_;
+  connection_actor actor_;
 
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;

@@ -13,13 +13,13 @@
 
 namespace waggle {
 
-// Ingest: the writer pool with group commit (DESIGN §4).
+// Ingest: the writer pool with group commit (docs/write-path.md).
 using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>,
                                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
                                      caf::reacts_to<ingest_tick>>;
 
 // One writer session: owns one writer connection, runs one batch at a time.
-using writer_actor
+using writer_session_actor
   = caf::typed_actor<caf::replies_to<write_batch_request>::with<write_batch_reply>,
                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
 
@@ -29,10 +29,13 @@ using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::reacts_to<hub_unsubscribe>,
                                    caf::reacts_to<channel_revoked>>;
 
-// Reader pool (and each reader session): history and counts.
+// Reads: history, counts and channel access. The pool and each of its
+// sessions answer the same contract (connections talk to the pool).
 using reader_actor = caf::typed_actor<caf::replies_to<history_request>::with<history_reply>,
                                       caf::replies_to<count_request>::with<count_reply>,
                                       caf::replies_to<access_request>::with<access_reply>>;
+using reader_pool_actor = reader_actor;
+using reader_session_actor = reader_actor;
 
 // Group actor: NIP-29 commands, start-up fence probe and roster repair.
 using group_actor
@@ -52,7 +55,7 @@ using group_session_actor
 using roster_actor = caf::typed_actor<caf::reacts_to<roster_dirty>>;
 
 // TTL reaper (detached, own connection).
-using reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;
+using ttl_reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;
 
 // Connection actor: one per socket.
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
@@ -60,5 +63,16 @@ using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<live_event>,
                                           caf::reacts_to<drain_request>,
                                           caf::reacts_to<channel_revoked>>;
+
+// HTTP submit actor: one per POST /events, answers through its context's
+// callback and quits.
+using http_submit_actor
+  = caf::typed_actor<caf::reacts_to<http_request_in>, caf::reacts_to<http_event_in>>;
+
+// Community directory (detached, own connection): refreshes the Host map.
+using community_directory_actor = caf::typed_actor<caf::reacts_to<refresh_tick>>;
+
+// Node supervisor: spawns, monitors and restarts the node's core actors.
+using node_supervisor_actor = caf::typed_actor<caf::reacts_to<restart_child>>;
 
 }  // namespace waggle

@@ -15,15 +15,12 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
 
-#include "db/event_store.hpp"
-#include "db/group_store.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/proto/filter.hpp"
 #include "messages/proto/status.hpp"
+#include "messages/values.hpp"
 
 namespace waggle {
-
-using event_ptr = db::event_ptr;
 
 // -- socket edge (gateway -> connection actor) --------------------------------
 
@@ -43,17 +40,17 @@ struct ingest_request {
 };
 
 struct ingest_reply {
-  db::write_outcome outcome = db::write_outcome::failed;
+  write_outcome outcome = write_outcome::failed;
   std::string reason;
 };
 
 // Ingest -> writer session: one transaction for all of it.
 struct write_batch_request {
-  std::vector<db::ingest_item> items;
+  std::vector<ingest_item> items;
 };
 
 struct write_batch_reply {
-  std::vector<db::write_result> results;
+  std::vector<write_result> results;
   double commit_seconds = 0;
 };
 
@@ -61,7 +58,7 @@ struct write_batch_reply {
 
 // Ingest (after COMMIT) or the ephemeral path -> fanout hub.
 struct committed_events {
-  std::vector<db::ingest_item> items;
+  std::vector<ingest_item> items;
 };
 
 // Connection actor -> hub; answered with hub_ack once the subscription is in
@@ -157,8 +154,8 @@ struct group_command_request {
 };
 
 struct group_command_reply {
-  db::write_result result;
-  db::group_change change;
+  write_result result;
+  group_change change;
 };
 
 // Roster actor -> group session: publish 39000/39001/39002 now. `now` comes
@@ -189,7 +186,7 @@ struct roster_repair_request {
 
 struct roster_repair_reply {
   uint64_t repaired = 0;
-  std::vector<db::ingest_item> events;
+  std::vector<ingest_item> events;
   status err;
 };
 
@@ -219,12 +216,30 @@ struct reap_tick {};
 struct ingest_tick {};
 
 struct channels_archived {
-  std::vector<db::channel_ref> channels;
+  std::vector<channel_ref> channels;
 };
 
 struct count_reply {
   uint64_t count = 0;
   status err;
+};
+
+// -- HTTP submit (POST /events) ----------------------------------------------
+
+// Node -> HTTP submit actor: the request as the gateway took it. Its NIP-98
+// Authorization is verified on the actor, never on an io thread; the header
+// is not recorded in traces (only the pubkey it proves, as http_event_in).
+struct http_request_in {
+  std::string authorization;
+  std::string host;    // the Host header, as sent
+  std::string target;  // path and query
+  std::string body;
+};
+
+// The event NIP-98 let in: what a trace records and a replay sends.
+struct http_event_in {
+  std::string auth_pubkey;
+  std::string text;
 };
 
 // -- node ---------------------------------------------------------------------
@@ -390,6 +405,15 @@ typename Inspector::result_type inspect(Inspector& f, restart_child& x) {
   return f(caf::meta::type_name("restart_child"), x.which);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_request_in& x) {
+  return f(caf::meta::type_name("http_request_in"), x.authorization, x.host, x.target, x.body);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_event_in& x) {
+  return f(caf::meta::type_name("http_event_in"), x.auth_pubkey, x.text);
+}
+
 // Registers the block with a config; call before constructing actor_system.
 void register_types(caf::actor_system_config& cfg);
 
@@ -436,7 +460,7 @@ typename Inspector::result_type inspect(Inspector& f, filter& x) {
 }
 }  // namespace waggle::proto
 
-namespace waggle::db {
+namespace waggle {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ingest_item& x) {
   return f(caf::meta::type_name("ingest_item"), x.community_id, x.ev);
@@ -454,7 +478,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_ref& x) {
   return f(caf::meta::type_name("channel_ref"), x.community_id, x.channel);
 }
-}  // namespace waggle::db
+}  // namespace waggle
 
 CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::socket_frame))
@@ -493,4 +517,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::reap_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::channels_archived))
   CAF_ADD_TYPE_ID(waggle, (waggle::ingest_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::http_request_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::http_event_in))
 CAF_END_TYPE_ID_BLOCK(waggle)

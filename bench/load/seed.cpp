@@ -31,7 +31,7 @@ int run_seed(const seed_options& o) {
     return 2;
   }
   pqxx::connection conn{o.database_url};
-  auto host = db::normalize_host(relay.target.host_header);
+  auto host = normalize_host(relay.target.host_header);
   int64_t community_id = 0;
   for (auto& c : db::load_communities(conn))
     if (c.host == host)
@@ -81,7 +81,7 @@ int run_seed(const seed_options& o) {
       ev.content = filler(o.content_bytes, k);
       return ev;
     });
-    std::vector<db::ingest_item> items;
+    std::vector<ingest_item> items;
     items.reserve(n);
     for (auto& prepared : batch) {
       auto parsed = proto::parse_event(std::string_view{prepared.frame}.substr(9, prepared.frame.size() - 10));
@@ -93,9 +93,9 @@ int run_seed(const seed_options& o) {
     }
     auto results = db::write_batch_bisecting(conn, items);
     for (auto& r : results)
-      if (r.outcome == db::write_outcome::stored)
+      if (r.outcome == write_outcome::stored)
         ++written;
-      else if (r.outcome != db::write_outcome::duplicate) {
+      else if (r.outcome != write_outcome::duplicate) {
         std::cerr << "waggle-load seed: an event was not stored: " << r.reason << "\n";
         return 1;
       }

@@ -14,8 +14,8 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/env.hpp"
-#include "actors/socket_sink.hpp"
+#include "actors/support/env.hpp"
+#include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/types.hpp"
 
@@ -57,7 +57,7 @@ inline caf::behavior fake_ingest(caf::event_based_actor* self,
     [log](caf::atom_value, int outcome, std::string& reason) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(ingest_reply{static_cast<db::write_outcome>(outcome), std::move(reason)});
+      h.promise.deliver(ingest_reply{static_cast<write_outcome>(outcome), std::move(reason)});
     },
   };
 }
@@ -131,7 +131,7 @@ inline caf::behavior fake_group(caf::event_based_actor* self,
     [log](caf::atom_value, int outcome, std::string& reason) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(ingest_reply{static_cast<db::write_outcome>(outcome), std::move(reason)});
+      h.promise.deliver(ingest_reply{static_cast<write_outcome>(outcome), std::move(reason)});
     },
   };
 }

@@ -2,10 +2,11 @@
 // subscription lifecycle, limits, drain), driven by test_coordinator with
 // fake ingest/reader and the real fanout hub.
 
-#include "actors/connection_actor.hpp"
-#include "actors/fanout_hub.hpp"
+#include "actors/connection/connection_actor.hpp"
+#include "actors/fanout/hub_actor.hpp"
 #include "messages/proto/client_message.hpp"
 #include "tests/actors/actor_fixture.hpp"
+#include "tests/support/event_builder.hpp"
 
 #include <rapidjson/document.h>
 
@@ -20,13 +21,8 @@ const std::string bob_sk(64, '2');
 
 proto::event make_event(const std::string& sk, int32_t kind, std::string content,
                         std::vector<proto::tag> tags = {}, int64_t created_at = now) {
-  proto::event ev;
-  ev.kind = kind;
-  ev.content = std::move(content);
-  ev.tags = std::move(tags);
-  ev.created_at = created_at;
-  proto::sign(ev, sk);
-  return ev;
+  return test::event_builder{sk}.kind(kind).content(std::move(content)).tags(std::move(tags))
+    .at(created_at).sign();
 }
 
 std::string frame(std::string_view verb, const std::string& json) {
@@ -60,7 +56,7 @@ class connection_test : public actor_test {
     reader_raw = spawn(fake_reader, reader_log);
     ingest = caf::actor_cast<ingest_actor>(ingest_raw);
     reader = caf::actor_cast<reader_actor>(reader_raw);
-    hub = spawn(fanout_hub_impl, test_env());
+    hub = spawn(hub_actor_impl, test_env());
     run();
   }
 
@@ -102,7 +98,7 @@ class connection_test : public actor_test {
   std::shared_ptr<fake_ingest_log> ingest_log = std::make_shared<fake_ingest_log>();
   std::shared_ptr<fake_reader_log> reader_log = std::make_shared<fake_reader_log>();
   // The fakes commit or answer the oldest held request when told to.
-  void commit_next(db::write_outcome outcome, std::string reason = {}) {
+  void commit_next(write_outcome outcome, std::string reason = {}) {
     caf::anon_send(ingest_raw, caf::atom("reply"), static_cast<int>(outcome), std::move(reason));
     run();
   }
@@ -209,22 +205,22 @@ TEST_F(connection_test, ok_is_sent_only_after_ingest_commits) {
   EXPECT_EQ(ingest_log->held_requests[0].req.ev->id, ev.id);
   EXPECT_EQ(ingest_log->held_requests[0].req.community_id, 1);
   EXPECT_TRUE(sinks[0]->take().empty()) << "no OK before the commit";
-  commit_next(db::write_outcome::stored);
+  commit_next(write_outcome::stored);
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_ok(ev.id, true, "")});
 }
 
 TEST_F(connection_test, outcomes_render_as_nip01_ok_messages) {
   auto conn = open_authed();
-  std::vector<std::pair<db::write_outcome, std::string>> outcomes = {
-    {db::write_outcome::duplicate, R"(,true,"duplicate: already have this event"])"},
-    {db::write_outcome::superseded, R"(,true,"duplicate: a newer version)"},
-    {db::write_outcome::rejected, R"(,false,"invalid: poison")"},
-    {db::write_outcome::failed, R"(,false,"error: database unavailable")"},
+  std::vector<std::pair<write_outcome, std::string>> outcomes = {
+    {write_outcome::duplicate, R"(,true,"duplicate: already have this event"])"},
+    {write_outcome::superseded, R"(,true,"duplicate: a newer version)"},
+    {write_outcome::rejected, R"(,false,"invalid: poison")"},
+    {write_outcome::failed, R"(,false,"error: database unavailable")"},
   };
   for (auto& [outcome, expected] : outcomes) {
     auto ev = make_event(alice_sk, 1, std::string("x").append(std::to_string(static_cast<int>(outcome))));
     send(conn, frame("EVENT", ev.raw));
-    commit_next(outcome, outcome == db::write_outcome::rejected ? "poison" : "");
+    commit_next(outcome, outcome == write_outcome::rejected ? "poison" : "");
     auto frames = sinks[0]->take();
     ASSERT_EQ(frames.size(), 1u);
     EXPECT_NE(frames[0].find(expected), std::string::npos) << frames[0];
@@ -267,14 +263,14 @@ TEST_F(connection_test, req_sends_history_then_eose_then_live_events) {
                                                         proto::render_eose("s1")}));
   // A committed event reaches the live subscription exactly once.
   auto fresh = std::make_shared<const proto::event>(make_event(bob_sk, 1, "fresh"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, fresh}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, fresh}}});
   run();
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_event("s1", fresh->raw)});
   // Another community's event never reaches it; a non-matching kind neither.
   auto other_tenant = std::make_shared<const proto::event>(make_event(bob_sk, 1, "tenant 2"));
   auto other_kind = std::make_shared<const proto::event>(make_event(bob_sk, 7, "+"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{2, other_tenant},
-                                        db::ingest_item{1, other_kind}}});
+  caf::anon_send(hub, committed_events{{ingest_item{2, other_tenant},
+                                        ingest_item{1, other_kind}}});
   run();
   EXPECT_TRUE(sinks[0]->take().empty());
 }
@@ -284,8 +280,8 @@ TEST_F(connection_test, live_events_before_eose_are_buffered_and_deduplicated) {
   send(conn, R"(["REQ","s1",{"kinds":[1]}])");
   auto in_both = std::make_shared<const proto::event>(make_event(bob_sk, 1, "both"));
   auto only_live = std::make_shared<const proto::event>(make_event(bob_sk, 1, "live"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, in_both},
-                                        db::ingest_item{1, only_live}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, in_both},
+                                        ingest_item{1, only_live}}});
   run();
   EXPECT_TRUE(sinks[0]->take().empty()) << "nothing before the history";
   history_next({in_both->raw});
@@ -302,7 +298,7 @@ TEST_F(connection_test, close_ends_a_subscription_even_while_history_is_loading)
   auto ev = make_event(bob_sk, 1, "late");
   history_next({ev.raw});
   auto live = std::make_shared<const proto::event>(make_event(bob_sk, 1, "live"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, live}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, live}}});
   run();
   EXPECT_TRUE(sinks[0]->take().empty()) << "no frame for a closed subscription";
 }
@@ -325,7 +321,7 @@ TEST_F(connection_test, req_and_close_are_never_reordered) {
   // And the live index holds only the new filter.
   auto kind1 = std::make_shared<const proto::event>(make_event(bob_sk, 1, "k1"));
   auto kind7 = std::make_shared<const proto::event>(make_event(bob_sk, 7, "k7"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, kind1}, db::ingest_item{1, kind7}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, kind1}, ingest_item{1, kind7}}});
   run();
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_event("s1", kind7->raw)});
 }
@@ -339,7 +335,7 @@ TEST_F(connection_test, an_event_matching_two_subscriptions_reaches_each_once) {
   run();
   sinks[0]->take();
   auto ev = std::make_shared<const proto::event>(make_event(bob_sk, 1, "twice?"));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, ev}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, ev}}});
   run();
   auto frames = sinks[0]->take();
   std::sort(frames.begin(), frames.end());
@@ -410,7 +406,7 @@ TEST_F(connection_test, drain_answers_in_flight_events_then_closes_with_1001) {
   send(conn, frame("EVENT", late.raw));
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_ok(
                                 late.id, false, "error: relay is shutting down")});
-  commit_next(db::write_outcome::stored);
+  commit_next(write_outcome::stored);
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_ok(ev.id, true, "")});
   EXPECT_EQ(sinks[0]->close_code, 1001);
 }
@@ -441,7 +437,7 @@ TEST_F(connection_test, an_event_in_the_history_is_not_sent_again_when_it_arrive
   history_next({late->raw});
   EXPECT_EQ(sinks[0]->take(), (std::vector<std::string>{proto::render_event("s1", late->raw),
                                                         proto::render_eose("s1")}));
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, late}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, late}}});
   run();
   EXPECT_TRUE(sinks[0]->take().empty()) << "exactly once per subscription";
 }
@@ -459,7 +455,7 @@ TEST_F(connection_test, a_match_for_a_replaced_subscription_never_reaches_its_su
   // first; the hub then matches kind1 against the old s1 (its unsubscribe is
   // still behind the event in the hub's mailbox).
   caf::anon_send(conn, socket_frame{R"(["REQ","s1",{"kinds":[7]}])"});
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, kind1}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, kind1}}});
   run();
   history_next({});
   EXPECT_EQ(sinks[0]->take(), std::vector<std::string>{proto::render_eose("s1")});

@@ -3,10 +3,11 @@
 // registered, re-checked by the history query, and ended by a revocation;
 // group commands go to the group actor; group state is the relay's alone.
 
-#include "actors/connection_actor.hpp"
-#include "actors/fanout_hub.hpp"
+#include "actors/connection/connection_actor.hpp"
+#include "actors/fanout/hub_actor.hpp"
 #include "messages/proto/client_message.hpp"
 #include "tests/actors/actor_fixture.hpp"
+#include "tests/support/event_builder.hpp"
 
 using namespace waggle;
 using namespace waggle::testing;
@@ -20,13 +21,8 @@ const std::string relay_sk(64, '9');
 
 proto::event make_event(const std::string& sk, int32_t kind, std::vector<proto::tag> tags = {},
                         std::string content = "") {
-  proto::event ev;
-  ev.kind = kind;
-  ev.tags = std::move(tags);
-  ev.content = std::move(content);
-  ev.created_at = now;
-  proto::sign(ev, sk);
-  return ev;
+  return test::event_builder{sk}.kind(kind).tags(std::move(tags)).content(std::move(content))
+    .at(now).sign();
 }
 
 std::string frame(std::string_view verb, const std::string& json) {
@@ -39,7 +35,7 @@ class connection_channels_test : public actor_test {
     ingest_raw = spawn(fake_ingest, ingest_log);
     reader_raw = spawn(fake_reader, reader_log);
     group_raw = spawn(fake_group, group_log);
-    hub = spawn(fanout_hub_impl, test_env());
+    hub = spawn(hub_actor_impl, test_env());
     run();
   }
   ~connection_channels_test() override {
@@ -88,7 +84,7 @@ class connection_channels_test : public actor_test {
   // An event committed in channel `ch`, straight into the real hub.
   proto::event commit_post(const std::string& ch, const std::string& text) {
     auto ev = make_event(bob_sk, 9, {{"h", ch}}, text);
-    caf::anon_send(hub, committed_events{{db::ingest_item{
+    caf::anon_send(hub, committed_events{{ingest_item{
                           1, std::make_shared<const proto::event>(ev)}}});
     run();
     return ev;
@@ -198,7 +194,7 @@ TEST_F(connection_channels_test, group_commands_go_to_the_group_actor_and_ok_fol
   EXPECT_TRUE(ingest_log->held_requests.empty());
   ASSERT_EQ(group_log->held_requests.size(), 1u);
   EXPECT_TRUE(sink->take().empty());  // no OK before the commit
-  caf::anon_send(group_raw, caf::atom("reply"), static_cast<int>(db::write_outcome::refused),
+  caf::anon_send(group_raw, caf::atom("reply"), static_cast<int>(write_outcome::refused),
                  std::string{"group already exists"});
   run();
   EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_ok(
@@ -286,7 +282,7 @@ TEST_F(connection_channels_test, E1b_two_pubkeys_the_stale_grant_ends_after_both
   revoke({1, "ops", alice, false});  // alice removed too: nobody on this connection is a member
   auto closed = sink->take();
   auto leaked = make_event(relay_sk, 9, {{"h", "ops"}}, "after both removals");
-  caf::anon_send(hub, committed_events{{db::ingest_item{1, std::make_shared<const proto::event>(leaked)}}});
+  caf::anon_send(hub, committed_events{{ingest_item{1, std::make_shared<const proto::event>(leaked)}}});
   run();
   auto frames = sink->take();
   EXPECT_EQ(closed.size(), 1u) << "the subscription was not ended after both members were removed";

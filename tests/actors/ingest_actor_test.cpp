@@ -3,8 +3,8 @@
 // writers are busy, every sender hears back only after its batch's commit,
 // and a dead writer never yields a false OK.
 
-#include "actors/fanout_hub.hpp"
-#include "actors/ingest_actor.hpp"
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/ingest/ingest_actor.hpp"
 #include "tests/actors/actor_fixture.hpp"
 
 using namespace waggle;
@@ -36,7 +36,7 @@ caf::behavior fake_writer(caf::event_based_actor* self, std::shared_ptr<fake_wri
       auto h = std::move(log->batches.front());
       log->batches.pop_front();
       write_batch_reply reply;
-      reply.results.assign(h.req.items.size(), db::write_result{db::write_outcome::stored, ""});
+      reply.results.assign(h.req.items.size(), write_result{write_outcome::stored, ""});
       h.promise.deliver(std::move(reply));
     },
   };
@@ -53,16 +53,16 @@ std::shared_ptr<const proto::event> event_with(std::string content, char signer 
 
 // Collects ingest replies as a client would.
 struct replies {
-  std::vector<std::pair<std::string, db::write_outcome>> got;
+  std::vector<std::pair<std::string, write_outcome>> got;
 };
 
 class ingest_test : public actor_test {
  protected:
   ingest_test() {
     writer_raw = spawn(fake_writer, writer_log);
-    hub = spawn(fanout_hub_impl, test_env());
+    hub = spawn(hub_actor_impl, test_env());
     ingest = spawn(ingest_actor_impl, ingest_settings{},
-                   std::vector<writer_actor>{caf::actor_cast<writer_actor>(writer_raw)}, hub,
+                   std::vector<writer_session_actor>{caf::actor_cast<writer_session_actor>(writer_raw)}, hub,
                    test_env());
     client = spawn_client();
     run();
@@ -76,7 +76,7 @@ class ingest_test : public actor_test {
           auto id = ev->id;
           self->request(ingest, caf::infinite, ingest_request{1, ev})
             .then([this, id](ingest_reply& r) { out->got.emplace_back(id, r.outcome); },
-                  [this, id](caf::error&) { out->got.emplace_back(id, db::write_outcome::failed); });
+                  [this, id](caf::error&) { out->got.emplace_back(id, write_outcome::failed); });
         },
       };
     });
@@ -125,7 +125,7 @@ TEST_F(ingest_test, events_queued_while_the_writer_is_busy_form_one_batch) {
   run();
   EXPECT_EQ(out->got.size(), 11u);
   for (auto& [id, outcome] : out->got)
-    EXPECT_EQ(outcome, db::write_outcome::stored);
+    EXPECT_EQ(outcome, write_outcome::stored);
 }
 
 TEST_F(ingest_test, batches_are_capped) {
@@ -146,7 +146,7 @@ TEST_F(ingest_test, a_writer_that_dies_mid_batch_never_yields_an_ok) {
   run();
   ASSERT_EQ(out->got.size(), 2u);
   for (auto& [id, outcome] : out->got)
-    EXPECT_EQ(outcome, db::write_outcome::failed);
+    EXPECT_EQ(outcome, write_outcome::failed);
 }
 
 TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {

@@ -17,11 +17,11 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "actors/fanout_hub.hpp"
-#include "actors/replay_player.hpp"
-#include "actors/roster_actor.hpp"
-#include "actors/trace_recorder.hpp"
-#include "actors/trace_replay.hpp"
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/replay/replay_player.hpp"
+#include "actors/channels/roster_actor.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "actors/replay/trace_replay.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
@@ -408,7 +408,7 @@ TEST(TraceCodecTest, DatabaseMessagesRoundTrip) {
   auto ptr = std::make_shared<const proto::event>(*parsed);
   expect_round_trip(write_batch_request{{{7, ptr}, {8, ptr}}});
   expect_round_trip(write_batch_reply{
-    {{db::write_outcome::stored, ""}, {db::write_outcome::rejected, "bad"}}, 0.25});
+    {{write_outcome::stored, ""}, {write_outcome::rejected, "bad"}}, 0.25});
   auto filter = proto::parse_filter(R"({"kinds":[1],"#h":["g1"],"limit":5})", {});
   ASSERT_TRUE(filter);
   expect_round_trip(history_request{3, {*filter}, {{"g1"}, {"ab"}}});
@@ -420,7 +420,7 @@ TEST(TraceCodecTest, DatabaseMessagesRoundTrip) {
   expect_round_trip(count_reply{42, {}});
   expect_round_trip(access_reply{{{"g1", false, {"a", "b"}}}, {}});
   expect_round_trip(group_command_request{1, ptr});
-  expect_round_trip(group_command_reply{{db::write_outcome::stored, ""},
+  expect_round_trip(group_command_reply{{write_outcome::stored, ""},
                                         {"g1", true, false, true, false, {"x", "y"}}});
   expect_round_trip(roster_publish_request{1, "g1", 1700000000});
   expect_round_trip(roster_publish_reply{{ptr}, {}});
@@ -515,7 +515,7 @@ TEST(TraceRecorderTest, ARosterRetryIsRecordedAsATimer) {
     // A replay stand-in as the group session: it holds the request until told.
     auto player = std::make_shared<replay_player>();
     auto session = sys.spawn(replay_db_stub, player, std::string{"group_session"});
-    auto hub = sys.spawn(fanout_hub_impl, env.for_actor("hub"));
+    auto hub = sys.spawn(hub_actor_impl, env.for_actor("hub"));
     auto roster = sys.spawn(roster_actor_impl, int64_t{1}, std::string{"g"},
                             caf::actor_cast<group_session_actor>(session), hub,
                             env.for_actor("roster:1:g"));

@@ -22,16 +22,18 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/connection_actor.hpp"
-#include "actors/fanout_hub.hpp"
-#include "actors/group_actor.hpp"
-#include "actors/group_session.hpp"
-#include "actors/reader_session.hpp"
+#include "actors/connection/connection_actor.hpp"
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/channels/group_actor.hpp"
+#include "actors/channels/group_session.hpp"
+#include "actors/reads/reader_pool.hpp"
+#include "actors/reads/reader_session.hpp"
 #include "db/group_store.hpp"
 #include "messages/proto/client_message.hpp"
 #include "messages/proto/nip29.hpp"
 #include "tests/actors/actor_fixture.hpp"
 #include "tests/pg/pg_fixture.hpp"
+#include "tests/support/event_builder.hpp"
 
 using namespace waggle;
 using namespace std::chrono_literals;
@@ -42,13 +44,8 @@ constexpr int64_t t0 = 1'700'000'000;
 
 proto::event make_ev(const std::string& sk, int32_t kind, std::vector<proto::tag> tags = {},
                      std::string content = "", int64_t at = t0) {
-  proto::event ev;
-  ev.kind = kind;
-  ev.tags = std::move(tags);
-  ev.content = std::move(content);
-  ev.created_at = at;
-  proto::sign(ev, sk);
-  return ev;
+  return test::event_builder{sk}.kind(kind).tags(std::move(tags)).content(std::move(content))
+    .at(at).sign();
 }
 
 // ---- E2 --------------------------------------------------------------------------------
@@ -259,10 +256,10 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
         make_ev(owner_sk, kind, std::move(tags), "", wall_now()));
     };
     ASSERT_EQ(db::apply_group_command(*direct, c, mk(9007, {{"h", "priv"}, {"private"}})).result.outcome,
-              db::write_outcome::stored);
+              write_outcome::stored);
     ASSERT_EQ(db::apply_group_command(*direct, c, mk(9000, {{"h", "priv"}, {"p", member, "member"}}))
                 .result.outcome,
-              db::write_outcome::stored);
+              write_outcome::stored);
     ASSERT_FALSE(db::publish_roster(*direct, c, "priv", signer, wall_now()).events.empty());
   }
 
@@ -277,7 +274,7 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   env.sources.steady_now = [] { return std::chrono::steady_clock::now(); };
   env.stats = std::make_shared<waggle::metrics>();
 
-  auto hub = sys.spawn(fanout_hub_impl, env);
+  auto hub = sys.spawn(hub_actor_impl, env);
   proto::filter_limits limits;
   auto reader_session = sys.spawn<caf::detached>(reader_session_impl, url, std::string("reader-0"), limits, env);
   auto reader = sys.spawn(reader_pool_impl, std::vector<reader_actor>{reader_session}, env);
@@ -304,10 +301,10 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   auto removal = std::make_shared<const proto::event>(
     make_ev(owner_sk, 9001, {{"h", "priv"}, {"p", member}}, "", wall_now()));
   auto ask = [&] {
-    ingest_reply out{db::write_outcome::failed, "no answer"};
+    ingest_reply out{write_outcome::failed, "no answer"};
     self->request(group, caf::infinite, group_request{c, removal})
       .receive([&](ingest_reply& r) { out = r; },
-               [&](caf::error& e) { out = {db::write_outcome::failed, caf::to_string(e)}; });
+               [&](caf::error& e) { out = {write_outcome::failed, caf::to_string(e)}; });
     return out;
   };
   proxy.arm();
@@ -323,8 +320,8 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
                        .empty();
   }
   // The client retries until it gets an answer other than `failed`.
-  ingest_reply retry{db::write_outcome::failed, ""};
-  for (int i = 0; i < 100 && retry.outcome == db::write_outcome::failed; ++i) {
+  ingest_reply retry{write_outcome::failed, ""};
+  for (int i = 0; i < 100 && retry.outcome == write_outcome::failed; ++i) {
     std::this_thread::sleep_for(100ms);
     retry = ask();
   }
@@ -333,7 +330,7 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   // A post committed after that OK (stands for ingest: stored, then sent to the hub).
   auto later = make_ev(owner_sk, 9, {{"h", "priv"}}, "after the removal's OK", wall_now());
   auto stored = db::write_batch(*direct, pgtest::batch(c, {later}));
-  caf::anon_send(hub, committed_events{{db::ingest_item{c, std::make_shared<const proto::event>(later)}}});
+  caf::anon_send(hub, committed_events{{ingest_item{c, std::make_shared<const proto::event>(later)}}});
   std::this_thread::sleep_for(1s);  // give any revocation or publication time to happen
   auto frames = sink->all();
   std::optional<std::string> mismatch;
@@ -356,9 +353,9 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   // Preconditions of the scenario.
   ASSERT_TRUE(eose) << "member 3's subscription was not granted";
   ASSERT_TRUE(was_cut) << "the proxy did not cut the group session during COMMIT";
-  ASSERT_EQ(first.outcome, db::write_outcome::failed) << first.reason;
+  ASSERT_EQ(first.outcome, write_outcome::failed) << first.reason;
   ASSERT_TRUE(removed_in_db) << "the removal did not commit";
-  ASSERT_EQ(stored.at(0).outcome, db::write_outcome::stored);
+  ASSERT_EQ(stored.at(0).outcome, write_outcome::stored);
   EXPECT_TRUE(ok.accepted) << ok.message;  // the client now holds OK true for the removal
   RecordProperty("retry_answer", ok.message);
 

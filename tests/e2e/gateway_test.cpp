@@ -16,8 +16,8 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
-#include "db/community_store.hpp"
-#include "gateway/nip98.hpp"
+#include "messages/outcome.hpp"
+#include "messages/proto/nip98.hpp"
 #include "gateway/server.hpp"
 #include "gateway/ws_client.hpp"
 #include "messages/proto/event.hpp"
@@ -26,6 +26,9 @@
 using namespace std::chrono_literals;
 using namespace waggle;
 using namespace waggle::gateway;
+using waggle::proto::base64_decode;
+using waggle::proto::base64_encode;
+using waggle::proto::sha256_hex;
 
 namespace {
 
@@ -49,12 +52,26 @@ caf::actor_system_config& registered(caf::actor_system_config& cfg) {
   return cfg;
 }
 
-// The node side: echo connection actors and a scripted submit_event.
+// The gateway's observer seam, counting connections as the node's metrics do.
+struct counting_observer final : observer {
+  std::atomic<int64_t> connections{0};
+  bool logs(log_level) const override { return false; }
+  void log(log_level, std::string_view, std::string_view) override {}
+  void connection_opened() override { ++connections; }
+  void connection_closed() override { --connections; }
+  std::string metrics_text() const override {
+    return "waggle_connections " + std::to_string(connections.load()) + "\n";
+  }
+};
+
+// The node side: echo connection actors and a scripted submit_event that
+// verifies NIP-98 with the function the real node uses.
 struct fake_node {
   caf::actor_system_config cfg;
   caf::actor_system sys{registered(cfg)};
-  metrics stats;
-  db::community community{1, relay_host, "Test Relay", false};
+  std::shared_ptr<counting_observer> watch = std::make_shared<counting_observer>();
+  counting_observer& stats = *watch;
+  waggle::community community{1, relay_host, "Test Relay", false};
 
   std::mutex mtx;
   std::vector<std::string> frames;                           // forwarded to actors
@@ -71,16 +88,16 @@ struct fake_node {
 
   node_api api() {
     node_api a;
-    a.find_community = [this](std::string_view host) -> std::optional<db::community> {
-      if (db::normalize_host(host) == relay_host)
+    a.find_community = [this](std::string_view host) -> std::optional<waggle::community> {
+      if (normalize_host(host) == relay_host)
         return community;
       return std::nullopt;
     };
-    a.open_connection = [this](const db::community&, const std::string& host,
-                               socket_sink_ptr sink) -> caf::actor {
+    a.open_connection = [this](const waggle::community&, const std::string& host,
+                               socket_sink_ptr sink) -> connection_actor {
       EXPECT_EQ(host, relay_host);
       ++opened;
-      return sys.spawn([this, sink](caf::event_based_actor* self) -> caf::behavior {
+      return sys.spawn([this, sink](connection_actor::pointer self) -> connection_actor::behavior_type {
         return {
           [this, sink](const socket_frame& f) {
             {
@@ -100,29 +117,41 @@ struct fake_node {
             ++closed;
             self->quit();
           },
+          [](const live_event&) {},
+          [](drain_request) {},
+          [](const channel_revoked&) {},
         };
       });
     };
-    a.submit_event = [this](const db::community&, std::string body, std::string pubkey,
+    a.submit_event = [this](const waggle::community&, http_event_request req,
                             std::function<void(http_event_reply)> done) {
+      auto reply = [&done](std::string id, const waggle::answer& x) {
+        done({std::move(id), x.accepted, x.message, x.http_status});
+      };
+      auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body,
+                                      static_cast<int64_t>(std::time(nullptr)));
+      if (!auth.ok)
+        return reply({}, answer_for(auth.err));
       {
         std::lock_guard lock{mtx};
-        submits.emplace_back(body, pubkey);
+        submits.emplace_back(req.body, auth.pubkey);
       }
       // Answer from another thread, like the real node does.
-      std::thread([body = std::move(body), done = std::move(done)] {
+      std::thread([body = std::move(req.body), done = std::move(done)] {
         auto ev = proto::parse_event(body);
         if (!ev)
-          return done({"", false, "invalid: " + ev.error().reason});
-        if (ev->content == "please-restrict")
-          return done({ev->id, false, "restricted: not a member"});
-        done({ev->id, true, ""});
+          return done({"", false, answer_for(ev.error()).message, 400});
+        if (ev->content == "please-restrict") {
+          auto x = answer_for(status{ec::restricted, "not a member"});
+          return done({ev->id, x.accepted, x.message, x.http_status});
+        }
+        done({ev->id, true, "", 200});
       }).detach();
     };
-    a.relay_info = [](const db::community&) { return nip11_doc; };
+    a.relay_info = [](const waggle::community&) { return nip11_doc; };
     a.ready = [this] { return ready.load(); };
     a.draining = [this] { return draining.load(); };
-    a.stats = &stats;
+    a.watch = watch;
     return a;
   }
 };

@@ -12,11 +12,12 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-#include "actors/node.hpp"
+#include "actors/node/node.hpp"
 #include "gateway/server.hpp"
 #include "gateway/ws_client.hpp"
 #include "messages/proto/client_message.hpp"
 #include "tests/pg/pg_fixture.hpp"
+#include "tests/support/event_builder.hpp"
 
 namespace waggle::e2e {
 
@@ -31,13 +32,8 @@ inline int64_t unix_now() {
 
 inline proto::event signed_event(const std::string& sk, int32_t kind, std::string content,
                                  std::vector<proto::tag> tags = {}) {
-  proto::event ev;
-  ev.kind = kind;
-  ev.created_at = unix_now();
-  ev.content = std::move(content);
-  ev.tags = std::move(tags);
-  proto::sign(ev, sk);
-  return ev;
+  return test::event_builder{sk}.kind(kind).at(unix_now()).content(std::move(content))
+    .tags(std::move(tags)).sign();
 }
 
 inline rapidjson::Document parse(const std::string& text) {

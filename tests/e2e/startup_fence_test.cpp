@@ -16,7 +16,7 @@
 
 #include <boost/asio.hpp>
 
-#include "actors/node.hpp"
+#include "actors/node/node.hpp"
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "gateway/ws_client.hpp"
@@ -185,7 +185,7 @@ TEST_F(startup_fence, start_up_repairs_a_truncated_roster) {
     // An old relay without the fence: neither of its triggers.
     tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence, "
             "DISABLE TRIGGER waggle_roster_fence_at_commit");
-    db::write_events(tx, {db::ingest_item{1, std::make_shared<const proto::event>(capped)}});
+    db::write_events(tx, {ingest_item{1, std::make_shared<const proto::event>(capped)}});
     tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence, "
             "ENABLE TRIGGER waggle_roster_fence_at_commit");
     tx.commit();

@@ -1,4 +1,4 @@
-// Concurrency regressions of the channel lock protocol (DESIGN §5,
+// Concurrency regressions of the channel lock protocol (docs/lock-protocol.md,
 // migrations/0002_channels.sql, db/group_store.cpp):
 //  1. a roster capture holds the membership lock SHARED until its publication
 //     commits, so a membership change waits and the 39002 lists exactly the
@@ -38,7 +38,6 @@ namespace {
 
 namespace nip29 = proto::nip29;
 using namespace std::chrono_literals;
-using db::write_outcome;
 
 // Bounded waits: failure detectors only, never what a test asserts on.
 constexpr auto detector_timeout = 30s;
@@ -167,7 +166,7 @@ class ChannelLocksTest : public PgTest {
     return s;
   }
 
-  const proto::event* find_kind(const std::vector<db::event_ptr>& evs, int32_t kind) {
+  const proto::event* find_kind(const std::vector<event_ptr>& evs, int32_t kind) {
     for (const auto& e : evs)
       if (e->kind == kind)
         return e.get();
@@ -551,7 +550,7 @@ TEST_F(ChannelLocksTest, FailedRefreshIsAWarningAndTheEventIsStored) {
     pqxx::work tx_t(*conn_t);
     tx_t.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                      db::channel_ttl_lock_key(c, ch));
-    std::vector<db::write_result> r;
+    std::vector<write_result> r;
     auto failures_before = db::ttl_refresh_failures();
     EXPECT_NO_THROW(r = db::write_batch(*conn_e, batch(c, {ev})));
     ASSERT_EQ(r.size(), 1u);

@@ -32,7 +32,6 @@ namespace {
 
 namespace nip29 = proto::nip29;
 using namespace std::chrono_literals;
-using db::write_outcome;
 
 std::string describe(const std::exception& e) {
   if (auto* s = dynamic_cast<const pqxx::sql_error*>(&e))
@@ -113,7 +112,7 @@ TEST_F(ChannelRegressionTest, R1_DeleteEventCommandAndIngestBatchDoNotDeadlockOn
   const auto in_perm = post(3, "perm", "batch post perm");
   const auto mod = command(1, nip29::kind_delete_event, {{"h", "eph"}, {"e", x.id}});
 
-  std::vector<db::write_result> b_res;
+  std::vector<write_result> b_res;
   std::string b_err, g_err, b_notices;
   db::command_outcome g_out;
   std::atomic<bool> b_done{false}, g_done{false};
@@ -192,7 +191,7 @@ TEST_F(ChannelRegressionTest, R2a_AMemberWriterBypassingTheRelayWaitsForTheRoste
     ev.created_at = now + 10;
     ev.tags = nip29::members_tags("f1", members);
     proto::sign(ev, signer.secret);
-    auto r = db::write_events(w, {db::ingest_item{c, ptr(ev)}});
+    auto r = db::write_events(w, {ingest_item{c, ptr(ev)}});
     ASSERT_EQ(r.at(0).outcome, write_outcome::stored) << r.at(0).reason;
     m_thread = std::thread([&] {
       pqxx::work m(*conn_m);
@@ -245,7 +244,7 @@ TEST_F(ChannelRegressionTest, R2b_ARosterWhoseOwnTransactionChangesTheMembersAft
     ev.created_at = now + 10;
     ev.tags = nip29::members_tags("f2", members);
     proto::sign(ev, signer.secret);
-    ASSERT_EQ(db::write_events(w, {db::ingest_item{c, ptr(ev)}}).at(0).outcome,
+    ASSERT_EQ(db::write_events(w, {ingest_item{c, ptr(ev)}}).at(0).outcome,
               write_outcome::stored);
     w.exec_params(
       "INSERT INTO channel_members (community_id, channel_id, pubkey, role, added_by) "

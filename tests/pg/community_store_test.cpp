@@ -9,16 +9,16 @@ namespace waggle::pgtest {
 namespace {
 
 TEST(NormalizeHost, LowercasesAndStripsThePort) {
-  EXPECT_EQ(db::normalize_host("Chat.Example.COM"), "chat.example.com");
-  EXPECT_EQ(db::normalize_host("chat.example.com:7777"), "chat.example.com");
-  EXPECT_EQ(db::normalize_host("[::1]:7777"), "[::1]");
-  EXPECT_EQ(db::normalize_host("[::1]"), "[::1]");
-  EXPECT_EQ(db::normalize_host("[FE80::1]:80"), "[fe80::1]");
-  EXPECT_EQ(db::normalize_host("::1"), "::1");
-  EXPECT_EQ(db::normalize_host("example.com."), "example.com");
-  EXPECT_EQ(db::normalize_host("  example.com  "), "example.com");
-  EXPECT_EQ(db::normalize_host("127.0.0.1:80"), "127.0.0.1");
-  EXPECT_EQ(db::normalize_host(""), "");
+  EXPECT_EQ(normalize_host("Chat.Example.COM"), "chat.example.com");
+  EXPECT_EQ(normalize_host("chat.example.com:7777"), "chat.example.com");
+  EXPECT_EQ(normalize_host("[::1]:7777"), "[::1]");
+  EXPECT_EQ(normalize_host("[::1]"), "[::1]");
+  EXPECT_EQ(normalize_host("[FE80::1]:80"), "[fe80::1]");
+  EXPECT_EQ(normalize_host("::1"), "::1");
+  EXPECT_EQ(normalize_host("example.com."), "example.com");
+  EXPECT_EQ(normalize_host("  example.com  "), "example.com");
+  EXPECT_EQ(normalize_host("127.0.0.1:80"), "127.0.0.1");
+  EXPECT_EQ(normalize_host(""), "");
 }
 
 class CommunityTest : public PgTest {};
@@ -34,7 +34,7 @@ TEST_F(CommunityTest, AddIsIdempotentAndCaseInsensitive) {
   EXPECT_EQ(*b, *a) << "an existing host returns the existing community unchanged";
   auto all = db::load_communities(conn());
   EXPECT_EQ(std::count_if(all.begin(), all.end(),
-                          [&](const db::community& c) { return c.host == "team.example.org"; }),
+                          [&](const waggle::community& c) { return c.host == "team.example.org"; }),
             1);
 }
 
@@ -61,7 +61,7 @@ TEST_F(CommunityTest, LoadReportsArchivedCommunities) {
     tx.commit();
   }
   auto all = db::load_communities(conn());
-  auto it = std::find_if(all.begin(), all.end(), [&](const db::community& c) { return c.id == a->id; });
+  auto it = std::find_if(all.begin(), all.end(), [&](const waggle::community& c) { return c.id == a->id; });
   ASSERT_NE(it, all.end());
   EXPECT_TRUE(it->archived);
   EXPECT_TRUE(db::add_community(conn(), "ARCHIVED.example.org", "")->archived);

@@ -10,8 +10,6 @@
 namespace waggle::pgtest {
 namespace {
 
-using db::write_outcome;
-
 // A small community with a known set of events, shared by the tests of this
 // file (written once per process).
 class QueryTest : public PgTest {

@@ -159,7 +159,7 @@ TEST_F(WriteTest, ReplacementWaitsForTheCoordinateLock) {
   auto writer = connect();
   int pid = writer->backendpid();
   std::atomic<bool> done{false};
-  std::vector<db::write_result> r;
+  std::vector<write_result> r;
   std::string err;
   std::thread t([&] {
     try {
@@ -232,7 +232,6 @@ TEST_F(WriteTest, ConcurrentReplacementLeavesExactlyTheNewestHead) {
     EXPECT_EQ(heads[0][0].as<std::string>(), best->id) << "round " << round;
   }
 }
-
 
 }  // namespace
 }  // namespace waggle::pgtest

@@ -10,7 +10,6 @@
 namespace waggle::pgtest {
 namespace {
 
-
 // ---- duplicates -------------------------------------------------------------------
 
 TEST_F(WriteTest, SameEventTwiceIsStoredThenDuplicate) {
@@ -67,7 +66,7 @@ TEST_F(WriteTest, LargeMixedBatchIsOneTransaction) {
   auto c = community("a");
   auto c2 = community("b");
   std::vector<proto::event> evs;
-  std::vector<db::ingest_item> items;
+  std::vector<ingest_item> items;
   for (int i = 0; i < 300; ++i) {
     evs.push_back(make_event(50 + i % 7, 9, 1000 + i,
                              {{"g", "room" + std::to_string(i % 5)}, {"p", std::string(64, 'b')},
@@ -286,7 +285,7 @@ TEST_F(WriteTest, BrokenConnectionFailsEveryItemAndRethrows) {
                    db::replacement_lock_key(c, 30002, ev1.pubkey, "x"));
   auto writer = connect();
   int pid = writer->backendpid();
-  std::vector<db::write_result> results;
+  std::vector<write_result> results;
   bool caught_broken = false, caught_typed = false;
   std::thread t([&] {
     try {
@@ -353,7 +352,7 @@ TEST_F(WriteTest, DeadlockIsRetried) {
     tx.exec("SET deadlock_timeout = '100ms'");
   }
   int pid = writer->backendpid();
-  std::vector<db::write_result> results;
+  std::vector<write_result> results;
   std::string err;
   std::thread t([&] {
     try {
@@ -406,9 +405,9 @@ TEST(WriteLimits, AnOversizedDTagIsRejectedAloneNotItsWholeBatch) {
   auto bad = make_event(92, 30000, 1000, {{"d", big}}, "huge d");
   auto r = db::write_batch_bisecting(*conn, batch(c->id, {g1, g2, bad}));
   ASSERT_EQ(r.size(), 3u);
-  EXPECT_EQ(r[0].outcome, db::write_outcome::stored);
-  EXPECT_EQ(r[1].outcome, db::write_outcome::stored);
-  EXPECT_EQ(r[2].outcome, db::write_outcome::rejected);
+  EXPECT_EQ(r[0].outcome, write_outcome::stored);
+  EXPECT_EQ(r[1].outcome, write_outcome::stored);
+  EXPECT_EQ(r[2].outcome, write_outcome::rejected);
   EXPECT_NE(r[2].reason.find("class 54"), std::string::npos) << r[2].reason;
 }
 

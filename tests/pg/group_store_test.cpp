@@ -96,7 +96,7 @@ class GroupStoreTest : public WriteTest {
   proto::event post_event(int signer, const std::string& ch, const std::string& text = "hi") {
     return make_event(signer, 9, next_ts(), {{"h", ch}}, text);
   }
-  db::write_result post(int64_t c, const proto::event& ev) { return write(c, {ev}).at(0); }
+  write_result post(int64_t c, const proto::event& ev) { return write(c, {ev}).at(0); }
 
   void sql(const std::string& statement) {
     pqxx::work tx(conn());
@@ -218,7 +218,7 @@ class GroupStoreTest : public WriteTest {
   }
 };
 
-const proto::event* find_kind(const std::vector<db::event_ptr>& evs, int32_t kind) {
+const proto::event* find_kind(const std::vector<event_ptr>& evs, int32_t kind) {
   for (const auto& e : evs)
     if (e->kind == kind)
       return e.get();
@@ -984,7 +984,7 @@ TEST_F(GroupStoreTest, RosterOf1501MembersIsPublishedWholeAndRepairedAfterATrunc
     // An old relay without the fence: neither of its triggers.
     tx.exec("ALTER TABLE events DISABLE TRIGGER waggle_roster_fence, "
             "DISABLE TRIGGER waggle_roster_fence_at_commit");
-    auto res = db::write_events(tx, {db::ingest_item{c, ptr(capped)}});
+    auto res = db::write_events(tx, {ingest_item{c, ptr(capped)}});
     tx.exec("ALTER TABLE events ENABLE TRIGGER waggle_roster_fence, "
             "ENABLE TRIGGER waggle_roster_fence_at_commit");
     tx.commit();
@@ -1105,7 +1105,7 @@ TEST_F(GroupStoreTest, ReaperArchivesExpiredEphemeralChannelsAndSkipsLockedOnes)
   sql("UPDATE channels SET ttl_deadline = now() - interval '1 hour' WHERE community_id = " + cs +
       " AND id = 'permanent'");
 
-  auto mine = [&](const std::vector<db::channel_ref>& refs) {
+  auto mine = [&](const std::vector<channel_ref>& refs) {
     std::vector<std::string> out;
     for (const auto& r : refs)
       if (r.community_id == c)
@@ -1116,7 +1116,7 @@ TEST_F(GroupStoreTest, ReaperArchivesExpiredEphemeralChannelsAndSkipsLockedOnes)
 
   // A commit refreshing "locked" holds its channel_ttl key SHARED right now.
   auto holder_conn = connect();
-  std::vector<db::channel_ref> first;
+  std::vector<channel_ref> first;
   {
     pqxx::work holder(*holder_conn);
     holder.exec_params("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",

@@ -4,7 +4,7 @@
 //
 // WAGGLE_TEST_DATABASE_URL names a server where the user may CREATE DATABASE
 // (e.g. postgresql://postgres@127.0.0.1:55432/postgres). Unset or unreachable
-// is a test FAILURE, never a skip (DESIGN §10).
+// is a test FAILURE, never a skip (docs/testing.md).
 //
 // Every test process creates its own fresh database (name: pid + counter),
 // applies the embedded migrations and drops it at exit, so binaries (and
@@ -34,6 +34,7 @@
 #include "db/event_store.hpp"
 #include "db/migrate.hpp"
 #include "messages/proto/event.hpp"
+#include "tests/support/event_builder.hpp"
 
 namespace waggle::pgtest {
 
@@ -183,40 +184,31 @@ class PgTest : public ::testing::Test {
 // ---- events -------------------------------------------------------------------
 
 // A valid secp256k1 secret: 32 bytes hex of a small number (1-based).
-inline std::string secret(int n) {
-  char buf[65];
-  std::snprintf(buf, sizeof buf, "%064x", n);
-  return buf;
-}
+inline std::string secret(int n) { return test::secret(n); }
 
 inline proto::event make_event(int signer, int32_t kind, int64_t created_at,
                                std::vector<proto::tag> tags = {}, std::string content = "") {
-  proto::event ev;
-  ev.kind = kind;
-  ev.created_at = created_at;
-  ev.tags = std::move(tags);
-  ev.content = std::move(content);
-  proto::sign(ev, secret(signer));
-  return ev;
+  return test::event_builder{secret(signer)}.kind(kind).at(created_at).tags(std::move(tags))
+    .content(std::move(content)).sign();
 }
 
-inline db::event_ptr ptr(const proto::event& ev) { return std::make_shared<const proto::event>(ev); }
+inline event_ptr ptr(const proto::event& ev) { return std::make_shared<const proto::event>(ev); }
 
-inline std::vector<db::ingest_item> batch(int64_t community_id, const std::vector<proto::event>& evs) {
-  std::vector<db::ingest_item> out;
+inline std::vector<ingest_item> batch(int64_t community_id, const std::vector<proto::event>& evs) {
+  std::vector<ingest_item> out;
   for (const auto& ev : evs)
     out.push_back({community_id, ptr(ev)});
   return out;
 }
 
-inline const char* outcome_name(db::write_outcome o) {
+inline const char* outcome_name(write_outcome o) {
   switch (o) {
-    case db::write_outcome::stored: return "stored";
-    case db::write_outcome::duplicate: return "duplicate";
-    case db::write_outcome::superseded: return "superseded";
-    case db::write_outcome::rejected: return "rejected";
-    case db::write_outcome::refused: return "refused";
-    case db::write_outcome::failed: return "failed";
+    case write_outcome::stored: return "stored";
+    case write_outcome::duplicate: return "duplicate";
+    case write_outcome::superseded: return "superseded";
+    case write_outcome::rejected: return "rejected";
+    case write_outcome::refused: return "refused";
+    case write_outcome::failed: return "failed";
   }
   return "?";
 }

@@ -1,4 +1,4 @@
-// The roster fence (migrations/0003_roster_fence.sql, DESIGN §5): the
+// The roster fence (migrations/0003_roster_fence.sql, docs/lock-protocol.md): the
 // database refuses a stale or malformed kind-39002 member list whoever
 // inserts it, comparing under the channel's membership lock; the start-up
 // check (db/roster_fence.hpp) refuses a missing, disabled or inert fence;

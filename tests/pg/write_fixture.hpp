@@ -6,11 +6,9 @@
 
 namespace waggle::pgtest {
 
-using db::write_outcome;
-
 class WriteTest : public PgTest {
  protected:
-  std::vector<db::write_result> write(int64_t community_id, const std::vector<proto::event>& evs) {
+  std::vector<write_result> write(int64_t community_id, const std::vector<proto::event>& evs) {
     return db::write_batch(conn(), batch(community_id, evs));
   }
   write_outcome write1(int64_t community_id, const proto::event& ev) {

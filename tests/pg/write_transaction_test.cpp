@@ -18,7 +18,7 @@ class WriteTransactionTest : public WriteTest {
   }
 
   // The writer connection's state as the server reports it to another session.
-  std::string writer_state() {
+  std::string writer_session_state() {
     pqxx::nontransaction tx{*observer_};
     return tx.exec1("SELECT state FROM pg_stat_activity WHERE pid = " + std::to_string(pid_))[0]
       .as<std::string>();
@@ -47,22 +47,22 @@ TEST_F(WriteTransactionTest, PlainBatchIsCommittedAndNothingStaysOpen) {
   auto r = write(c, evs);
   for (auto& x : r)
     EXPECT_EQ(x.outcome, write_outcome::stored);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
   EXPECT_EQ(visible(c, evs), 5);
   // Sent again: every one a duplicate, and still no block left open.
   for (auto& x : write(c, evs))
     EXPECT_EQ(x.outcome, write_outcome::duplicate);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
 }
 
 TEST_F(WriteTransactionTest, BatchThatReplacesAHeadCommitsAfterItsAnswersAreChecked) {
   auto c = community();
   auto [low, high] = tie_pair(61, 10002, 1000);
   EXPECT_EQ(write1(c, high), write_outcome::stored);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
   auto newer = make_event(61, 10002, 2000, {}, "newer");
   EXPECT_EQ(write1(c, newer), write_outcome::stored);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
   EXPECT_TRUE(is_live(c, newer.id));
   EXPECT_FALSE(is_live(c, high.id));
   EXPECT_EQ(visible(c, {high, newer}), 2);
@@ -73,11 +73,11 @@ TEST_F(WriteTransactionTest, FailedBatchIsRolledBackAndTheConnectionWritesOn) {
   std::vector<proto::event> evs{make_event(62, 1, 1000, {}, "fine"),
                                 make_event(62, 1, 1001, {{"t", std::string("bad\0", 4)}}, "poison")};
   EXPECT_THROW(db::write_batch(conn(), batch(c, evs)), pqxx::data_exception);
-  EXPECT_EQ(writer_state(), "idle");  // not "idle in transaction (aborted)"
+  EXPECT_EQ(writer_session_state(), "idle");  // not "idle in transaction (aborted)"
   EXPECT_EQ(visible(c, evs), 0);
   auto next = make_event(62, 1, 1002, {}, "next");
   EXPECT_EQ(write1(c, next), write_outcome::stored);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
   EXPECT_EQ(visible(c, {next}), 1);
 }
 
@@ -85,7 +85,7 @@ TEST_F(WriteTransactionTest, BatchWithNothingToWriteOpensNoTransaction) {
   auto c = community();
   auto ephemeral = make_event(63, 20001, 1000, {}, "ephemeral");
   EXPECT_EQ(write1(c, ephemeral), write_outcome::rejected);
-  EXPECT_EQ(writer_state(), "idle");
+  EXPECT_EQ(writer_session_state(), "idle");
 }
 
 }  // namespace

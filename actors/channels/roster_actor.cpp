@@ -1,0 +1,87 @@
+#include "actors/channels/roster_actor.hpp"
+
+#include <algorithm>
+
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+
+namespace waggle {
+
+void roster_state::init(roster_ptr self_ptr, int64_t community, std::string channel_name,
+                        group_session_actor group_session, hub_actor fanout, node_env e) {
+  self = self_ptr;
+  community_id = community;
+  channel = std::move(channel_name);
+  session = std::move(group_session);
+  hub = std::move(fanout);
+  env = std::move(e);
+}
+
+void roster_state::on_dirty() {
+  if (in_flight)
+    dirty = true;
+  else
+    publish();
+}
+
+void roster_state::publish() {
+  in_flight = true;
+  dirty = false;
+  self
+    ->request(session, caf::infinite, roster_publish_request{community_id, channel, env.unix_now()})
+    .then(traced_reply<roster_publish_reply>(
+            self, env, [this](roster_publish_reply& reply) { on_published(reply); }),
+          [this](caf::error& err) { on_publish_failed(err); });
+}
+
+void roster_state::on_published(roster_publish_reply& reply) {
+  if (!reply.err.ok()) {
+    log::warn("roster", "publication failed; retrying",
+              {{"community", std::to_string(community_id)}, {"channel", channel},
+               {"error", reply.err.message()}});
+    return on_publication_done(false);
+  }
+  if (!reply.events.empty()) {
+    committed_events batch;
+    for (auto& ev : reply.events)
+      batch.items.push_back({community_id, std::move(ev)});
+    self->send(hub, std::move(batch));
+  }
+  on_publication_done(true);
+}
+
+void roster_state::on_publish_failed(const caf::error& err) {
+  log::warn("roster", "publication failed; retrying",
+            {{"channel", channel}, {"error", caf::to_string(err)}});
+  on_publication_done(false);
+}
+
+void roster_state::on_publication_done(bool ok) {
+  in_flight = false;
+  if (!ok) {
+    // Retry the whole publication: it captures the roster afresh.
+    auto delay = std::chrono::milliseconds(std::min(100 << std::min(failures++, 6), 5000));
+    self->delayed_send(self, delay, roster_dirty{true});
+    return;
+  }
+  failures = 0;
+  if (dirty)
+    publish();
+}
+
+roster_actor::behavior_type roster_actor_impl(roster_ptr self, int64_t community_id,
+                                              std::string channel, group_session_actor session,
+                                              hub_actor hub, node_env env) {
+  self->state.init(self, community_id, std::move(channel), std::move(session), std::move(hub),
+                   std::move(env));
+  return {
+    // -- changes ----------------------------------------------------------------
+    [self](roster_dirty msg) {
+      if (msg.retry)
+        trace_node_message(self->state.env, "timer", msg);
+      self->state.on_dirty();
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,116 @@
+#pragma once
+
+// The connection actor: one per WebSocket. It owns the NIP-42 state and the
+// subscriptions of its socket, parses and verifies frames (off the io
+// threads), and is the only place where protocol text is rendered.
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "actors/connection/admission.hpp"
+#include "actors/support/env.hpp"
+#include "gateway/socket_sink.hpp"
+#include "messages/interfaces.hpp"
+#include "messages/proto/client_message.hpp"
+
+namespace waggle {
+
+struct connection_settings {
+  int64_t community_id = 0;
+  std::string relay_pubkey;  // signs NIP-29 group state; no one else may publish it
+  std::string host;  // normalized Host of the upgrade request
+  admission_policy policy;
+  proto::filter_limits limits;
+  size_t max_subscriptions = 64;
+  size_t max_events_in_flight = 512;     // per connection, awaiting their commit
+  size_t max_pending_live = 2000;        // live events buffered while history loads
+  caf::timespan ingest_timeout = std::chrono::seconds(30);
+  caf::timespan read_timeout = std::chrono::seconds(30);
+};
+
+struct connection_peers {
+  ingest_actor ingest;
+  hub_actor hub;
+  reader_actor reader;
+  group_actor group;
+};
+
+struct connection_state;
+using connection_ptr = connection_actor::stateful_pointer<connection_state>;
+
+struct subscription {
+  uint64_t generation = 0;
+  bool live = false;                // EOSE sent; live events go straight out
+  std::vector<event_ptr> pending;   // live events that arrived before EOSE
+  // Ids sent with the history (at most its limit). An event the history
+  // query saw committed may still be on its way through ingest and the hub,
+  // so live events are checked against these for the subscription's life.
+  std::unordered_set<std::string> history_ids;
+  // The channels its filters name with #h, each with the authority it was
+  // granted on (open channel, and/or which of our pubkeys are members).
+  // A channel_revoked that leaves a grant with neither ends the subscription.
+  std::unordered_map<std::string, channel_grant> grants;
+};
+
+struct connection_state {
+  connection_ptr self = nullptr;
+  connection_settings settings;
+  connection_peers peers;
+  node_env env;
+  socket_sink_ptr sink;
+
+  std::string challenge;
+  std::set<std::string> authed;  // pubkeys proven on this connection
+  std::unordered_map<std::string, subscription> subs;
+  uint64_t next_generation = 0;
+  size_t events_in_flight = 0;
+  bool draining = false;
+  bool closed = false;
+  bool traced = false;  // this connection's inputs are being recorded (docs/traces.md)
+
+  ~connection_state();
+  void start();
+  void on_frame(const std::string& text);
+  void on_live(const live_event& msg);
+  void on_drain();
+  void on_socket_closed();
+  void on_revoked(const channel_revoked& msg);
+  // Records an input of the socket edge ("frame_in", "closed", "drain").
+  void trace_input(std::string_view kind, const std::string* text = nullptr);
+
+  static inline const char* name = "connection";
+
+ private:
+  void on_event(proto::event&& ev);
+  void on_auth(proto::event&& ev);
+  void on_req(proto::req_msg&& req);
+  void on_count(proto::count_msg&& req);
+  void on_close(const proto::close_msg& msg);
+  void send_ok(const std::string& id, bool accepted, const std::string& message);
+  void reject(const std::string& id, const status& st);
+  void answer_with(const std::string& id, const answer& a);
+  void on_ingest_reply(const std::string& id, const ingest_reply& reply);
+  void submit(event_ptr ev);
+  void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
+  void subscribe(const std::string& sub_id, uint64_t generation,
+                 std::vector<proto::filter> filters, read_access access);
+  read_access access_for(const std::vector<proto::filter>& filters) const;
+  void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
+  void end_subscription(const std::string& sub_id, const std::string& message);
+  bool is_current(const std::string& sub_id, uint64_t generation) const;
+  void drop_subscription(const std::string& sub_id);
+  void finish_drain_if_idle();
+  void send(std::string frame);
+};
+
+connection_actor::behavior_type connection_actor_impl(connection_ptr self,
+                                                      connection_settings settings,
+                                                      connection_peers peers, node_env env,
+                                                      socket_sink_ptr sink);
+
+}  // namespace waggle

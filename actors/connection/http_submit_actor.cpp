@@ -1,0 +1,79 @@
+#include "actors/connection/http_submit_actor.hpp"
+
+#include "actors/connection/admission.hpp"
+#include "actors/connection/store_request.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "messages/outcome.hpp"
+#include "messages/proto/nip98.hpp"
+
+namespace waggle {
+
+void http_submit_state::init(http_submit_ptr self_ptr, http_submit_context context) {
+  self = self_ptr;
+  ctx = std::move(context);
+}
+
+std::optional<http_event_in> http_submit_state::authorize(http_request_in& req) {
+  // Outside the recorded boundary, like the header itself: a trace starts
+  // from the pubkey NIP-98 proved (http_event_in), so this clock reading is
+  // the source's, not the trace's.
+  auto now = ctx.env.sources.unix_now();
+  auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body, now,
+                                  ctx.settings.policy.auth_window);
+  if (!auth.ok) {
+    finish({}, answer_for(auth.err));
+    return std::nullopt;
+  }
+  if (req.body.empty()) {
+    finish({}, answer_for(status{ec::invalid, "empty body, expected an event"}));
+    return std::nullopt;
+  }
+  return http_event_in{std::move(auth.pubkey), std::move(req.body)};
+}
+
+void http_submit_state::on_event(const http_event_in& in) {
+  auto parsed = proto::parse_event(in.text);
+  if (!parsed)
+    return finish({}, answer_for(parsed.error()));
+  auto ev = std::make_shared<const proto::event>(std::move(*parsed));
+  auto admitted = classify_event(*ev, {{in.auth_pubkey}, ctx.env.unix_now(), ctx.settings.policy,
+                                       ctx.settings.relay_pubkey, false});
+  switch (admitted.route) {
+    case route::reject:
+      return finish(ev->id, answer_for(admitted.refusal));
+    case route::ephemeral:
+      self->send(ctx.hub, committed_events{{ingest_item{ctx.settings.community_id, ev}}});
+      return finish(ev->id, answer_for(status{}));
+    case route::group_command:
+    case route::store:
+      break;
+  }
+  request_store(self, {ctx.ingest, ctx.group}, ctx.settings.ingest_timeout,
+                ctx.settings.community_id, ev, [this, id = ev->id](ingest_reply& reply) {
+                  finish(id, answer_for(reply.outcome, reply.reason));
+                });
+}
+
+void http_submit_state::finish(const std::string& id, const answer& a) {
+  if (ctx.env.stats && !id.empty())
+    ctx.env.stats->count(a);
+  ctx.done({id, a.accepted, a.message, a.http_status});
+  self->quit();
+}
+
+http_submit_actor::behavior_type http_submit_actor_impl(http_submit_ptr self,
+                                                        http_submit_context ctx) {
+  self->state.init(self, std::move(ctx));
+  return {
+    // -- requests ---------------------------------------------------------------
+    [self](http_request_in& req) {
+      if (auto in = self->state.authorize(req))
+        self->state.on_event(trace_http_in(self->state.ctx.env, std::move(*in),
+                                           self->state.ctx.settings.community_id));
+    },
+    // -- replay -----------------------------------------------------------------
+    [self](http_event_in& in) { self->state.on_event(in); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,191 @@
+#include "actors/fanout/hub_actor.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "messages/proto/nip29.hpp"
+
+namespace waggle {
+
+namespace {
+
+std::string make_key(int64_t community_id, char dimension, std::string_view value) {
+  std::string key = std::to_string(community_id);
+  key += '\x1f';
+  key += dimension;
+  key += '\x1f';
+  key += value;
+  return key;
+}
+
+}  // namespace
+
+std::vector<std::string> subscription_index::keys_for(int64_t community_id,
+                                                      const proto::filter& f) {
+  // File each filter under ONE dimension, the most selective it has, so that
+  // a candidate is found through exactly one path per matching value.
+  std::vector<std::string> keys;
+  if (f.ids && !f.ids->empty()) {
+    for (auto& id : *f.ids)
+      keys.push_back(make_key(community_id, 'i', id));
+  } else if (!f.tags.empty()) {
+    auto& [letter, values] = *f.tags.begin();
+    for (auto& v : values)
+      keys.push_back(make_key(community_id, 't', std::string(1, letter) + '\x1f' + v));
+  } else if (f.authors && !f.authors->empty()) {
+    for (auto& a : *f.authors)
+      keys.push_back(make_key(community_id, 'a', a));
+  } else if (f.kinds && !f.kinds->empty()) {
+    for (auto k : *f.kinds)
+      keys.push_back(make_key(community_id, 'k', std::to_string(k)));
+  } else {
+    keys.push_back(make_key(community_id, '*', ""));
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+void subscription_index::add(const caf::actor& conn, int64_t community_id,
+                             const std::string& sub_id, uint64_t generation,
+                             std::vector<proto::filter> filters) {
+  remove(conn.address(), sub_id);
+  auto handle = next_handle_++;
+  entry e{conn, community_id, sub_id, generation, std::move(filters), {}};
+  for (auto& f : e.filters) {
+    if (f.matches_nothing())
+      continue;
+    for (auto& key : keys_for(community_id, f))
+      e.keys.push_back(std::move(key));
+  }
+  std::sort(e.keys.begin(), e.keys.end());
+  e.keys.erase(std::unique(e.keys.begin(), e.keys.end()), e.keys.end());
+  for (auto& key : e.keys)
+    index_[key].push_back(handle);
+  by_conn_[{conn.address(), sub_id}] = handle;
+  subs_.emplace(handle, std::move(e));
+}
+
+void subscription_index::remove(const caf::actor_addr& conn, const std::string& sub_id) {
+  auto i = by_conn_.find({conn, sub_id});
+  if (i == by_conn_.end())
+    return;
+  auto handle = i->second;
+  by_conn_.erase(i);
+  auto s = subs_.find(handle);
+  for (auto& key : s->second.keys) {
+    auto& bucket = index_[key];
+    bucket.erase(std::remove(bucket.begin(), bucket.end(), handle), bucket.end());
+    if (bucket.empty())
+      index_.erase(key);
+  }
+  subs_.erase(s);
+}
+
+void subscription_index::remove_connection(const caf::actor_addr& conn) {
+  auto first = by_conn_.lower_bound({conn, std::string{}});
+  std::vector<std::string> sub_ids;
+  for (auto i = first; i != by_conn_.end() && i->first.first == conn; ++i)
+    sub_ids.push_back(i->first.second);
+  for (auto& id : sub_ids)
+    remove(conn, id);
+}
+
+std::vector<subscription_index::match>
+subscription_index::find(int64_t community_id, const proto::event& ev) const {
+  std::vector<uint64_t> candidates;
+  auto collect = [&](const std::string& key) {
+    if (auto i = index_.find(key); i != index_.end())
+      candidates.insert(candidates.end(), i->second.begin(), i->second.end());
+  };
+  collect(make_key(community_id, 'i', ev.id));
+  collect(make_key(community_id, 'a', ev.pubkey));
+  collect(make_key(community_id, 'k', std::to_string(ev.kind)));
+  collect(make_key(community_id, '*', ""));
+  for (auto& t : ev.tags)
+    if (t.size() >= 2 && t[0].size() == 1)
+      collect(make_key(community_id, 't', t[0] + '\x1f' + t[1]));
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::vector<match> out;
+  std::unordered_map<caf::actor_addr, size_t> slot;
+  auto channel = proto::nip29::channel_of(ev);
+  const bool channel_scoped = !channel || channel->has_value();
+  auto matches = [&](const std::vector<proto::filter>& filters) {
+    for (const auto& f : filters)
+      if ((!channel_scoped || f.tags.contains('h')) && proto::matches(f, ev))
+        return true;
+    return false;
+  };
+  for (auto handle : candidates) {
+    auto& e = subs_.at(handle);
+    if (e.community_id != community_id || !matches(e.filters))
+      continue;
+    auto addr = e.conn.address();
+    auto [i, fresh] = slot.emplace(addr, out.size());
+    if (fresh)
+      out.push_back({e.conn, {}, {}});
+    out[i->second].sub_ids.push_back(e.sub_id);
+    out[i->second].generations.push_back(e.generation);
+  }
+  return out;
+}
+
+std::vector<caf::actor> subscription_index::connections_in(int64_t community_id) const {
+  std::vector<caf::actor> out;
+  std::unordered_set<caf::actor_addr> seen;
+  for (const auto& [handle, e] : subs_)
+    if (e.community_id == community_id && seen.insert(e.conn.address()).second)
+      out.push_back(e.conn);
+  return out;
+}
+
+void hub_state::init(hub_ptr self_ptr, node_env e) {
+  self = self_ptr;
+  env = std::move(e);
+}
+
+void hub_state::on_committed(const committed_events& batch) {
+  for (auto& item : batch.items)
+    for (auto& m : index.find(item.community_id, *item.ev))
+      self->send(caf::actor_cast<connection_actor>(m.conn),
+                 live_event{item.ev, std::move(m.sub_ids), std::move(m.generations)});
+}
+
+hub_ack hub_state::on_subscribe(hub_subscribe& req) {
+  // Monitoring twice is harmless; it lets the hub forget a dead connection.
+  self->monitor(req.conn);
+  index.add(req.conn, req.community_id, req.sub_id, req.generation, std::move(req.filters));
+  return {};
+}
+
+void hub_state::on_unsubscribe(const hub_unsubscribe& req) {
+  index.remove(req.conn.address(), req.sub_id);
+}
+
+// Rare (a removal, a deletion, a channel made private): every connection
+// of the community hears it and closes what rested on that access, in
+// mailbox order with the live events, so none of the channel's later
+// events reaches it first.
+void hub_state::on_revoked(const channel_revoked& msg) {
+  for (auto& conn : index.connections_in(msg.community_id))
+    self->send(caf::actor_cast<connection_actor>(conn), msg);
+}
+
+void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.source); }
+
+hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
+  self->state.init(self, std::move(env));
+  self->set_down_handler([self](const caf::down_msg& msg) { self->state.on_down(msg); });
+  return {
+    // -- committed events -------------------------------------------------------
+    [self](committed_events& batch) { self->state.on_committed(batch); },
+    // -- subscriptions ----------------------------------------------------------
+    [self](hub_subscribe& req) { return self->state.on_subscribe(req); },
+    [self](hub_unsubscribe& req) { self->state.on_unsubscribe(req); },
+    // -- revocations ------------------------------------------------------------
+    [self](channel_revoked& msg) { self->state.on_revoked(msg); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,82 @@
+#pragma once
+
+// The fanout hub: the node's local subscription index. For each committed (or
+// ephemeral) event it finds candidate subscriptions through an index keyed by
+// id, tag value, author and kind (each filter is filed under its most
+// selective field), confirms each candidate with the full filter match, and
+// sends each connection one live_event naming every subscription it matched,
+// so an event reaches each matching subscription exactly once.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/support/env.hpp"
+#include "messages/interfaces.hpp"
+
+namespace waggle {
+
+// Pure index, testable without a mailbox.
+class subscription_index {
+ public:
+  using conn_id = caf::actor_addr;
+
+  struct match {
+    caf::actor conn;
+    std::vector<std::string> sub_ids;
+    std::vector<uint64_t> generations;  // parallel to sub_ids
+  };
+
+  void add(const caf::actor& conn, int64_t community_id, const std::string& sub_id,
+           uint64_t generation, std::vector<proto::filter> filters);
+  void remove(const caf::actor_addr& conn, const std::string& sub_id);
+  void remove_connection(const caf::actor_addr& conn);
+  // Connections (in no particular order) with the subscriptions `ev` matches.
+  // An event of a channel (an `h` tag) matches only filters that name
+  // channels with `#h`: those were access-checked when the REQ was made.
+  std::vector<match> find(int64_t community_id, const proto::event& ev) const;
+  // Every connection with a subscription in the community (for revocations).
+  std::vector<caf::actor> connections_in(int64_t community_id) const;
+  size_t size() const { return subs_.size(); }
+
+ private:
+  struct entry {
+    caf::actor conn;
+    int64_t community_id = 0;
+    std::string sub_id;
+    uint64_t generation = 0;
+    std::vector<proto::filter> filters;
+    std::vector<std::string> keys;  // index keys this entry is filed under
+  };
+  // Index keys are "<community>\x1f<dimension>\x1f<value>".
+  static std::vector<std::string> keys_for(int64_t community_id, const proto::filter& f);
+
+  uint64_t next_handle_ = 0;
+  std::unordered_map<uint64_t, entry> subs_;
+  std::unordered_map<std::string, std::vector<uint64_t>> index_;
+  std::map<std::pair<caf::actor_addr, std::string>, uint64_t> by_conn_;
+};
+
+struct hub_state;
+using hub_ptr = hub_actor::stateful_pointer<hub_state>;
+
+struct hub_state {
+  static inline const char* name = "hub";
+
+  hub_ptr self = nullptr;
+  subscription_index index;
+  node_env env;
+
+  void init(hub_ptr self_ptr, node_env e);
+  void on_committed(const committed_events& batch);
+  hub_ack on_subscribe(hub_subscribe& req);
+  void on_unsubscribe(const hub_unsubscribe& req);
+  void on_revoked(const channel_revoked& msg);
+  void on_down(const caf::down_msg& msg);
+};
+
+hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env);
+
+}  // namespace waggle

@@ -1,0 +1,199 @@
+#include "actors/ingest/ingest_actor.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+
+namespace waggle {
+
+void ingest_state::init(ingest_ptr self_ptr, ingest_settings s,
+                        std::vector<writer_session_actor> writers, hub_actor h, node_env e) {
+  self = self_ptr;
+  settings = s;
+  env = std::move(e);
+  hub = std::move(h);
+  all_writers = writers;
+  idle_writers = std::move(writers);
+  // A dead writer takes ingest down with it (and the supervisor restarts
+  // both): in-flight outcomes are unknown, so nothing may be half-alive.
+  for (auto& w : idle_writers)
+    self->link_to(w);
+}
+
+void ingest_state::on_exit(const caf::exit_msg& msg) {
+  if (msg.reason != caf::exit_reason::user_shutdown)
+    log::error("ingest", "writer session died; failing in-flight events",
+               {{"reason", caf::to_string(msg.reason)}});
+  fail_everything("writer session failed");
+  self->quit(msg.reason);
+}
+
+void ingest_state::fail_everything(const std::string& reason) {
+  for (auto& [writer, batch] : in_flight)
+    for (auto& p : batch)
+      p.promise.deliver(ingest_reply{write_outcome::failed, reason});
+  in_flight.clear();
+  for (auto& p : queue)
+    p.promise.deliver(ingest_reply{write_outcome::failed, reason});
+  queue.clear();
+}
+
+void ingest_state::note_arrival(const std::string& author, time_point now) {
+  recent[recent_next] = {author, now};
+  recent_next = (recent_next + 1) % recent.size();
+}
+
+bool ingest_state::should_hold(time_point now) const {
+  auto delay = settings.commit_delay;
+  if (delay.count() == 0 || queue.empty() || queue.size() >= settings.max_batch)
+    return false;
+  if (now - queue.front().queued_at >= delay)
+    return false;
+  // Distinct authors of the recent arrivals (a few dozen: a linear scan).
+  auto since = now - delay * 10;
+  std::array<const std::string*, remembered> seen{};
+  size_t distinct = 0;
+  for (auto& a : recent) {
+    if (a.author.empty() || a.at < since)
+      continue;
+    bool known = false;
+    for (size_t i = 0; i < distinct && !known; ++i)
+      known = *seen[i] == a.author;
+    if (!known)
+      seen[distinct++] = &a.author;
+  }
+  return distinct >= settings.commit_siblings;
+}
+
+caf::typed_response_promise<ingest_reply> ingest_state::on_request(ingest_request& req) {
+  auto promise = self->make_response_promise<ingest_reply>();
+  if (queue.size() >= settings.max_queue) {
+    promise.deliver(ingest_reply{write_outcome::failed, "ingest queue full, retry later"});
+    return promise;
+  }
+  auto now = env.steady_now();
+  if (req.ev)
+    note_arrival(req.ev->pubkey, now);
+  queue.push_back({ingest_item{req.community_id, std::move(req.ev)}, promise, now});
+  dispatch();
+  return promise;
+}
+
+void ingest_state::on_tick() {
+  hold_armed = false;
+  dispatch();
+}
+
+void ingest_state::dispatch() {
+  while (!queue.empty() && !idle_writers.empty()) {
+    auto now = env.steady_now();
+    if (should_hold(now)) {
+      if (!hold_armed) {
+        hold_armed = true;
+        auto due = queue.front().queued_at + settings.commit_delay;
+        self->delayed_send(self, due - now, ingest_tick{});
+      }
+      return;
+    }
+    auto writer = std::move(idle_writers.back());
+    idle_writers.pop_back();
+    auto n = std::min(queue.size(), settings.max_batch);
+    auto& batch = in_flight[writer.address()];
+    write_batch_request req;
+    req.items.reserve(n);
+    batch.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
+      req.items.push_back(queue.front().item);
+      batch.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+    auto done = [this, writer](write_batch_reply& reply) {
+      on_batch_done(writer, std::move(reply));
+    };
+    // No timeout: a batch ends in a reply or in the writer's death (exit
+    // handler, on_exit); a timeout could not tell us whether it committed.
+    self->request(writer, caf::infinite, std::move(req))
+      .then(traced_reply<write_batch_reply>(self, env, std::move(done)),
+            [](caf::error&) { /* the exit handler answers the batch */ });
+  }
+}
+
+void ingest_state::on_batch_done(writer_session_actor writer, write_batch_reply reply) {
+  auto i = in_flight.find(writer.address());
+  if (i == in_flight.end())
+    return;
+  auto batch = std::move(i->second);
+  in_flight.erase(i);
+  committed_events committed;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    auto result = k < reply.results.size()
+                    ? reply.results[k]
+                    : write_result{write_outcome::failed, "writer returned no result"};
+    if (result.outcome == write_outcome::stored)
+      committed.items.push_back(batch[k].item);
+    batch[k].promise.deliver(ingest_reply{result.outcome, std::move(result.reason)});
+  }
+  if (env.stats && !committed.items.empty()) {
+    ++env.stats->ingest_batches;
+    env.stats->ingest_batch_size.observe(static_cast<double>(batch.size()));
+    env.stats->commit_latency.observe(reply.commit_seconds);
+  }
+  if (!committed.items.empty())
+    self->send(hub, std::move(committed));
+  idle_writers.push_back(std::move(writer));
+  dispatch();
+}
+
+// Start-up: every writer connection probes the roster fence; the first
+// failure is the answer.
+caf::typed_response_promise<fence_probe_reply> ingest_state::on_fence_probe() {
+  auto promise = self->make_response_promise<fence_probe_reply>();
+  auto left = std::make_shared<size_t>(all_writers.size());
+  auto first_error = std::make_shared<status>();
+  if (all_writers.empty())
+    promise.deliver(fence_probe_reply{{ec::internal, "no writer sessions"}});
+  for (auto& w : all_writers)
+    self->request(w, caf::infinite, fence_probe_request{})
+      .then(
+        [promise, left, first_error](fence_probe_reply& reply) mutable {
+          if (!reply.err.ok() && first_error->ok())
+            *first_error = reply.err;
+          if (--*left == 0)
+            promise.deliver(fence_probe_reply{*first_error});
+        },
+        [promise, left, first_error](caf::error& err) mutable {
+          if (first_error->ok())
+            *first_error = {ec::unavailable, caf::to_string(err)};
+          if (--*left == 0)
+            promise.deliver(fence_probe_reply{*first_error});
+        });
+  return promise;
+}
+
+ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings settings,
+                                              std::vector<writer_session_actor> writers,
+                                              hub_actor hub, node_env env) {
+  self->state.init(self, settings, std::move(writers), std::move(hub), std::move(env));
+  self->set_exit_handler([self](const caf::exit_msg& msg) { self->state.on_exit(msg); });
+  return {
+    // -- requests ---------------------------------------------------------------
+    // Recorded as taken, in ingest's own order of events and replies: batches
+    // depend on it, so a replay hands ingest its requests in this order.
+    [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
+      trace_ingest_in(self->state.env, self->current_sender(), req);
+      return self->state.on_request(req);
+    },
+    [self](fence_probe_request) -> caf::typed_response_promise<fence_probe_reply> {
+      return self->state.on_fence_probe();
+    },
+    // -- timers -----------------------------------------------------------------
+    [self](ingest_tick tick) {
+      trace_node_message(self->state.env, "timer", tick);
+      self->state.on_tick();
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,92 @@
+#include "actors/ingest/writer_session.hpp"
+
+#include <chrono>
+
+#include <pqxx/except>
+
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "db/event_store.hpp"
+#include "db/roster_fence.hpp"
+
+namespace waggle {
+
+void writer_session_state::init(writer_session_ptr self_ptr, std::string database_url,
+                                std::string role, node_env e) {
+  self = self_ptr;
+  env = e.for_actor(role);
+  // The batch statements are prepared once per connection and their shape
+  // does not depend on the values (arrays of the batch's rows, index probes
+  // forced by OFFSET 0): a generic plan is right for every batch, and
+  // re-planning custom ones cost a fifth of PostgreSQL's CPU under load
+  // (docs/benchmarks.md, "Profile").
+  session = std::make_unique<db::session>(
+    std::move(database_url), std::move(role),
+    std::vector<std::string>{"SET plan_cache_mode = force_generic_plan"}, log::session_report);
+}
+
+write_batch_reply writer_session_state::on_write_batch(const write_batch_request& req) {
+  write_batch_reply reply;
+  auto* conn = session->get();
+  if (!conn) {
+    reply.results.assign(req.items.size(),
+                         write_result{write_outcome::failed, "database unavailable"});
+    return reply;
+  }
+  auto started = std::chrono::steady_clock::now();
+  try {
+    reply.results = db::write_batch_bisecting(*conn, req.items);
+  } catch (const db::batch_unavailable& e) {
+    // Halves that committed before the connection broke keep their real
+    // outcome (so they are answered OK and fanned out); the rest failed.
+    session->reset();
+    reply.results = e.results();
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    reply.results.assign(req.items.size(),
+                         write_result{write_outcome::failed, "database unavailable"});
+  } catch (const std::exception& e) {
+    log::error("writer", "batch failed", {{"error", e.what()}});
+    reply.results.assign(req.items.size(),
+                         write_result{write_outcome::failed, "internal error"});
+  }
+  // Metrics only (the commit-latency histogram), so a real clock is fine.
+  reply.commit_seconds
+    = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return reply;
+}
+
+fence_probe_reply writer_session_state::on_fence_probe() {
+  auto* conn = session->get();
+  if (!conn)
+    return {{ec::unavailable, "database unavailable"}};
+  try {
+    return {db::check_roster_fence(*conn)};
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    return {{ec::unavailable, "database unavailable"}};
+  } catch (const std::exception& e) {
+    return {{ec::internal, std::string{"fence probe failed: "} + e.what()}};
+  }
+}
+
+writer_session_actor::behavior_type writer_session_impl(writer_session_ptr self,
+                                                        std::string database_url, std::string role,
+                                                        node_env env) {
+  // So trace records can name this session as the sender of its replies.
+  if (env.trace)
+    env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
+  self->state.init(self, std::move(database_url), std::move(role), std::move(env));
+  return {
+    // -- requests ---------------------------------------------------------------
+    [self](write_batch_request& req) -> write_batch_reply {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_write_batch(req); });
+    },
+    // Start-up: the roster fence must work on the connections that write.
+    [self](fence_probe_request req) -> fence_probe_reply {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_fence_probe(); });
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,189 @@
+#include "actors/node/config.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+
+namespace waggle {
+
+namespace {
+
+struct option {
+  option_doc doc;
+  std::function<bool(node_config&, const std::string&)> set;
+};
+
+template <class T>
+std::function<bool(node_config&, const std::string&)> number(T node_config::*field) {
+  return [field](node_config& cfg, const std::string& text) {
+    T value{};
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || ptr != text.data() + text.size())
+      return false;
+    cfg.*field = value;
+    return true;
+  };
+}
+
+std::function<bool(node_config&, const std::string&)> text(std::string node_config::*field) {
+  return [field](node_config& cfg, const std::string& value) {
+    cfg.*field = value;
+    return true;
+  };
+}
+
+const std::vector<option>& options() {
+  static const std::vector<option> all = {
+    {{"--database-url", "WAGGLE_DATABASE_URL", "PostgreSQL URL of the primary (writer)", ""},
+     text(&node_config::database_url)},
+    {{"--bind", "WAGGLE_BIND", "address to listen on", "127.0.0.1"}, text(&node_config::bind)},
+    {{"--port", "WAGGLE_PORT", "port to listen on (0 = ephemeral)", "7777"},
+     number(&node_config::port)},
+    {{"--io-threads", "WAGGLE_IO_THREADS", "socket threads (Beast)", "1"},
+     number(&node_config::io_threads)},
+    {{"--scheduler-threads", "WAGGLE_SCHEDULER_THREADS",
+      "actor scheduler threads (0 = one per core)", "0"},
+     number(&node_config::scheduler_threads)},
+    {{"--writers", "WAGGLE_WRITERS", "writer sessions (connections) for ingest", "2"},
+     number(&node_config::writers)},
+    {{"--ttl-reap-seconds", "WAGGLE_TTL_REAP_SECONDS",
+      "how often expired ephemeral channels are archived (0 = never)", "60"},
+     number(&node_config::ttl_reap_seconds)},
+    {{"--startup-timeout", "WAGGLE_STARTUP_TIMEOUT",
+      "seconds to wait for the database at start-up (roster fence check)", "60"},
+     number(&node_config::startup_timeout_seconds)},
+    {{"--readers", "WAGGLE_READERS", "reader sessions (connections) for REQ/COUNT", "2"},
+     number(&node_config::readers)},
+    {{"--commit-delay-us", "WAGGLE_COMMIT_DELAY_US",
+      "hold an ingest batch up to this long for more events while several connections publish "
+      "(0 = never)",
+      "2000"},
+     number(&node_config::commit_delay_us)},
+    {{"--commit-siblings", "WAGGLE_COMMIT_SIBLINGS",
+      "authors publishing within 10 x the commit delay before batches are held (2..32)", "4"},
+     number(&node_config::commit_siblings)},
+    {{"--max-batch", "WAGGLE_MAX_BATCH", "most events in one ingest transaction", "512"},
+     number(&node_config::max_batch)},
+    {{"--created-at-window", "WAGGLE_CREATED_AT_WINDOW",
+      "seconds an event's created_at may differ from now", "900"},
+     number(&node_config::created_at_window)},
+    {{"--auth-window", "WAGGLE_AUTH_WINDOW", "seconds of tolerance for NIP-42/NIP-98 events",
+      "60"},
+     number(&node_config::auth_window)},
+    {{"--max-connections", "WAGGLE_MAX_CONNECTIONS", "open WebSockets before 503", "10000"},
+     number(&node_config::max_connections)},
+    {{"--max-frame-bytes", "WAGGLE_MAX_FRAME_BYTES", "largest WebSocket frame (close 1009)",
+      "65536"},
+     number(&node_config::max_frame_bytes)},
+    {{"--max-subscriptions", "WAGGLE_MAX_SUBSCRIPTIONS", "live subscriptions per connection",
+      "64"},
+     number(&node_config::max_subscriptions)},
+    {{"--max-filters", "WAGGLE_MAX_FILTERS", "filters per REQ/COUNT", "10"},
+     number(&node_config::max_filters)},
+    {{"--max-filter-values", "WAGGLE_MAX_FILTER_VALUES", "values per filter list", "500"},
+     number(&node_config::max_filter_values)},
+    {{"--default-limit", "WAGGLE_DEFAULT_LIMIT", "history limit of a filter without one", "100"},
+     number(&node_config::default_limit)},
+    {{"--max-limit", "WAGGLE_MAX_LIMIT", "largest history limit (larger ones are clamped)",
+      "500"},
+     number(&node_config::max_limit)},
+    {{"--max-outbound-frames", "WAGGLE_MAX_OUTBOUND_FRAMES",
+      "frames queued to a client before it is dropped as a slow consumer", "2000"},
+     number(&node_config::max_outbound_frames)},
+    {{"--ping-seconds", "WAGGLE_PING_SECONDS", "WebSocket ping interval", "30"},
+     number(&node_config::ping_seconds)},
+    {{"--drain-seconds", "WAGGLE_DRAIN_SECONDS", "bound on graceful shutdown", "10"},
+     number(&node_config::drain_seconds)},
+    {{"--relay-name", "WAGGLE_RELAY_NAME", "NIP-11 name", "waggle"},
+     text(&node_config::relay_name)},
+    {{"--relay-description", "WAGGLE_RELAY_DESCRIPTION", "NIP-11 description",
+      "A Nostr relay for team chat"},
+     text(&node_config::relay_description)},
+    {{"--data-dir", "WAGGLE_DATA_DIR", "directory for the relay key", ".waggle"},
+     text(&node_config::data_dir)},
+    {{"--relay-key-file", "WAGGLE_RELAY_KEY_FILE",
+      "the relay's secret key (created 0600 on first start)", "$WAGGLE_DATA_DIR/relay.key"},
+     text(&node_config::relay_key_file)},
+    {{"--log-level", "WAGGLE_LOG_LEVEL", "debug, info, warn or error", "info"},
+     text(&node_config::log_level)},
+    {{"--trace", "WAGGLE_TRACE",
+      "record an actor trace (JSON lines) to this file, from when the node serves "
+      "(docs/traces.md)",
+      ""},
+     text(&node_config::trace_file)},
+    {{"--trace-sample", "WAGGLE_TRACE_SAMPLE",
+      "with --trace: 0 records the whole node; N records only every N-th connection's own "
+      "frames and readings",
+      "0"},
+     number(&node_config::trace_sample)},
+  };
+  return all;
+}
+
+}  // namespace
+
+const std::vector<option_doc>& serve_options() {
+  static const std::vector<option_doc> docs = [] {
+    std::vector<option_doc> out;
+    for (auto& o : options())
+      out.push_back(o.doc);
+    return out;
+  }();
+  return docs;
+}
+
+status parse_serve_config(node_config& cfg, const std::vector<std::string>& args) {
+  for (auto& o : options())
+    if (const char* value = std::getenv(o.doc.env.c_str()); value && *value)
+      if (!o.set(cfg, value))
+        return {ec::invalid, "bad value for " + o.doc.env + ": " + value};
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag.resize(eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return {ec::invalid, "missing value for " + flag};
+    }
+    bool known = false;
+    for (auto& o : options()) {
+      if (o.doc.flag != flag)
+        continue;
+      known = true;
+      if (!o.set(cfg, value))
+        return {ec::invalid, "bad value for " + flag + ": " + value};
+    }
+    if (!known)
+      return {ec::invalid, "unknown option " + flag};
+  }
+  if (cfg.relay_key_file.empty())
+    cfg.relay_key_file = cfg.data_dir + "/relay.key";
+  if (cfg.writers == 0 || cfg.readers == 0 || cfg.max_batch == 0)
+    return {ec::invalid, "writers, readers and max-batch must be at least 1"};
+  if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
+    return {ec::invalid, "commit-delay-us must be within 0..100000"};
+  if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)
+    return {ec::invalid, "commit-siblings must be within 2..32"};
+  return {};
+}
+
+std::string serve_usage() {
+  std::ostringstream out;
+  out << "usage: waggle serve [options]\n\nEvery option can also be set by its environment "
+         "variable; flags win.\n\n";
+  for (auto& o : serve_options()) {
+    out << "  " << o.flag;
+    out << std::string(o.flag.size() < 24 ? 24 - o.flag.size() : 1, ' ');
+    out << o.help;
+    if (!o.default_value.empty())
+      out << " (default " << o.default_value << ")";
+    out << "\n" << std::string(26, ' ') << "env " << o.env << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace waggle

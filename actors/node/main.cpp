@@ -1,0 +1,239 @@
+// waggle: a Nostr relay for team chat.
+//
+//   waggle serve [options]           run a relay node (see --help)
+//   waggle migrate                   apply database migrations
+//   waggle community add HOST [--name NAME]
+//   waggle community list
+
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+#include "actors/node/config.hpp"
+#include "actors/support/log.hpp"
+#include "actors/node/node.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "actors/replay/trace_replay.hpp"
+#include "db/community_store.hpp"
+#include "db/migrate.hpp"
+#include "gateway/server.hpp"
+
+using namespace waggle;
+
+namespace {
+
+int usage() {
+  std::cerr << "usage:\n"
+               "  waggle serve [options]              run a relay node (waggle serve --help)\n"
+               "  waggle migrate [--database-url URL] apply database migrations\n"
+               "  waggle community add HOST [--name NAME] [--database-url URL]\n"
+               "  waggle community list [--database-url URL]\n"
+               "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n";
+  return 2;
+}
+
+// Pulls "--flag value" / "--flag=value" out of args; the rest stay.
+std::string take_flag(std::vector<std::string>& args, const std::string& flag,
+                      std::string fallback) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) {
+      auto v = args[i + 1];
+      args.erase(args.begin() + i, args.begin() + i + 2);
+      return v;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      auto v = args[i].substr(flag.size() + 1);
+      args.erase(args.begin() + i);
+      return v;
+    }
+  }
+  return fallback;
+}
+
+std::string database_url(std::vector<std::string>& args) {
+  const char* env = std::getenv("WAGGLE_DATABASE_URL");
+  auto url = take_flag(args, "--database-url", env ? env : "");
+  if (url.empty())
+    throw std::runtime_error("no database: set WAGGLE_DATABASE_URL or --database-url");
+  return url;
+}
+
+int run_migrate(std::vector<std::string> args) {
+  pqxx::connection conn{database_url(args)};
+  auto applied = db::apply_migrations(conn, db::embedded_migrations());
+  if (!applied) {
+    std::cerr << "waggle migrate: " << applied.error().reason << "\n";
+    return 1;
+  }
+  std::cout << "migrations applied: " << *applied << " new, "
+            << db::embedded_migrations().size() << " known\n";
+  return 0;
+}
+
+int run_community(std::vector<std::string> args) {
+  if (args.empty())
+    return usage();
+  auto verb = args.front();
+  args.erase(args.begin());
+  auto url = database_url(args);
+  auto name = take_flag(args, "--name", "");
+  pqxx::connection conn{url};
+  if (verb == "add" && args.size() == 1) {
+    auto added = db::add_community(conn, args[0], name);
+    if (!added) {
+      std::cerr << "waggle community add: " << added.error().reason << "\n";
+      return 1;
+    }
+    std::cout << "community " << added->id << " host " << added->host << "\n";
+    return 0;
+  }
+  if (verb == "list" && args.empty()) {
+    for (auto& c : db::load_communities(conn))
+      std::cout << c.id << '\t' << c.host << '\t' << c.name
+                << (c.archived ? "\tarchived" : "") << '\n';
+    return 0;
+  }
+  return usage();
+}
+
+// Each WebSocket is a descriptor: a soft limit of 1024 (a common default)
+// would refuse connections long before --max-connections.
+void raise_fd_limit(size_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= wanted)
+    return;
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(wanted));
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < wanted)
+    log::warn("node", "open-file limit below --max-connections",
+              {{"limit", std::to_string(lim.rlim_cur)}});
+}
+
+// `waggle replay <file>`: replays a recorded trace through the node's actors
+// (no database needed) and prints "identical" or the first divergence.
+int run_replay(std::vector<std::string> args) {
+  replay_options options;
+  if (!args.empty() && args[0] == "--strict") {
+    options.strict = true;
+    args.erase(args.begin());
+  }
+  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
+    std::cerr << "usage: waggle replay [--strict] <trace.jsonl>\n"
+                 "Replays a trace recorded with WAGGLE_TRACE (docs/traces.md). --strict also "
+                 "requires each frame and reading\nto be made by the last input before it (a "
+                 "trace of one client at a time). Exit 0: identical; 1: diverged;\n2: the "
+                 "trace cannot be replayed.\n";
+    return 2;
+  }
+  auto out = replay_trace_file(args[0], options);
+  std::cout << out.summary() << "\n";
+  if (!out.error.empty())
+    return 2;
+  return out.identical ? 0 : 1;
+}
+
+int run_serve(std::vector<std::string> args) {
+  for (auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << serve_usage();
+      return 0;
+    }
+  node_config cfg;
+  if (auto st = parse_serve_config(cfg, args); !st.ok()) {
+    std::cerr << "waggle serve: " << st.reason << "\n\n" << serve_usage();
+    return 2;
+  }
+  if (cfg.database_url.empty()) {
+    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL or --database-url\n";
+    return 2;
+  }
+  log::set_level(log::parse_level(cfg.log_level));
+  raise_fd_limit(cfg.max_connections + 1024);
+
+  // Signals are taken synchronously by this thread; block them everywhere
+  // before any other thread starts so that none of them takes the signal.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto env = node_env::production();
+  std::shared_ptr<trace_recorder> recorder;
+  if (!cfg.trace_file.empty()) {
+    recorder = std::make_shared<trace_recorder>(cfg.trace_file, cfg.trace_sample);
+    env.trace = recorder;
+  }
+  node relay{cfg, env};
+  if (auto st = relay.start_checks(); !st.ok()) {
+    log::error("node", "refusing to start", {{"reason", st.reason}});
+    std::cerr << "waggle serve: refusing to start: " << st.reason << "\n";
+    relay.stop();
+    return 3;
+  }
+  if (recorder) {
+    recorder->start(trace_node_json(cfg, relay.relay_pubkey()));
+    log::info("node", "recording a trace",
+              {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
+  }
+  gateway::server_limits limits;
+  limits.max_frame_bytes = cfg.max_frame_bytes;
+  limits.max_connections = cfg.max_connections;
+  limits.max_outbound_frames = cfg.max_outbound_frames;
+  limits.ping_interval = std::chrono::seconds(cfg.ping_seconds);
+  gateway::server server{relay.api(), limits, cfg.bind, cfg.port, cfg.io_threads};
+  auto port = server.start();
+  log::info("node", "listening",
+            {{"url", "ws://" + cfg.bind + ":" + std::to_string(port)},
+             {"relay_pubkey", relay.relay_pubkey()}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::info("node", "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  auto bound = std::chrono::seconds(cfg.drain_seconds);
+  auto started = std::chrono::steady_clock::now();
+  server.stop_accepting();
+  relay.drain(std::chrono::duration_cast<std::chrono::milliseconds>(bound) * 3 / 4);
+  auto left = bound - std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::steady_clock::now() - started);
+  server.shutdown(std::max<std::chrono::seconds>(left, std::chrono::seconds(1)));
+  relay.stop();
+  if (recorder)
+    recorder->flush();
+  log::info("node", "stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return usage();
+  auto cmd = args.front();
+  args.erase(args.begin());
+  try {
+    if (cmd == "serve")
+      return run_serve(std::move(args));
+    if (cmd == "migrate")
+      return run_migrate(std::move(args));
+    if (cmd == "community")
+      return run_community(std::move(args));
+    if (cmd == "replay")
+      return run_replay(std::move(args));
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      usage();
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "waggle " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+  return usage();
+}

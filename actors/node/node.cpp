@@ -1,0 +1,342 @@
+#include "actors/node/node.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "actors/connection/admission.hpp"
+#include "actors/connection/http_submit_actor.hpp"
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "messages/proto/nip29.hpp"
+
+namespace waggle {
+
+std::string load_or_create_relay_key(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) {
+    std::ifstream in{path};
+    std::string hex;
+    in >> hex;
+    if (!proto::is_lower_hex(hex, 64))
+      throw std::runtime_error("relay key file is not 64 lowercase hex characters: " + path);
+    return hex;
+  }
+  if (auto dir = fs::path{path}.parent_path(); !dir.empty())
+    fs::create_directories(dir);
+  unsigned char secret[32];
+  if (RAND_bytes(secret, sizeof(secret)) != 1)
+    throw std::runtime_error("RAND_bytes failed");
+  auto hex = proto::to_hex(secret, sizeof(secret));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    throw std::runtime_error("cannot create relay key file " + path);
+  auto line = hex + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok)
+    throw std::runtime_error("cannot write relay key file " + path);
+  log::info("node", "created relay key", {{"path", path}});
+  return hex;
+}
+
+node::node(node_config cfg, node_env env)
+  : cfg_(std::move(cfg)), env_(std::move(env)) {
+  db::relay_signer signer;
+  signer.secret = load_or_create_relay_key(cfg_.relay_key_file);
+  signer.pubkey = proto::pubkey_of(signer.secret);
+  relay_pubkey_ = signer.pubkey;
+  sys_cfg_ = std::make_unique<caf::actor_system_config>();
+  register_types(*sys_cfg_);
+  sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
+  // CAF's default is max(cores, 4) workers that poll for work, sleeping 50 us
+  // between attempts once the first burst of spinning found nothing. On a
+  // small machine that shares its cores with PostgreSQL, the extra workers and
+  // the polling take CPU the database needs (docs/benchmarks.md, "CAF
+  // scheduler"). One worker per core, and an idle worker goes straight from
+  // its short spin to a condition variable that new work notifies.
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  sys_cfg_->set("scheduler.max-threads",
+                cfg_.scheduler_threads ? cfg_.scheduler_threads : static_cast<size_t>(cores));
+  sys_cfg_->set("work-stealing.moderate-poll-attempts", size_t{0});
+  system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
+  board_ = std::make_shared<handle_board>();
+  snapshot_ = std::make_shared<community_snapshot>();
+  supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
+                               snapshot_);
+}
+
+node::~node() {
+  stop();
+}
+
+void node::stop() {
+  if (!system_)
+    return;
+  caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+  {
+    std::lock_guard guard{conn_mtx_};
+    for (auto& c : connections_)
+      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+  }
+  system_->await_all_actors_done();
+  system_.reset();
+}
+
+size_t node::open_connections() const {
+  std::lock_guard guard{conn_mtx_};
+  return connections_.size();
+}
+
+gateway::node_api node::api() {
+  gateway::node_api api;
+  api.find_community = [this](std::string_view host) { return snapshot_->find(host); };
+  api.open_connection = [this](const community& c, const std::string& host,
+                               socket_sink_ptr sink) { return open_connection(c, host, sink); };
+  api.submit_event = [this](const community& c, gateway::http_event_request request,
+                            std::function<void(gateway::http_event_reply)> done) {
+    submit_event(c, std::move(request), std::move(done));
+  };
+  api.relay_info = [this](const community& c) { return relay_info_json(c); };
+  api.ready = [this] { return ready() && !draining_; };
+  api.draining = [this] { return draining_.load(); };
+  api.watch = std::make_shared<gateway_observer>(env_.stats);
+  return api;
+}
+
+proto::filter_limits filter_limits_for(const node_config& cfg) {
+  proto::filter_limits lim;
+  lim.max_filters = cfg.max_filters;
+  lim.max_values = cfg.max_filter_values;
+  lim.default_limit = cfg.default_limit;
+  lim.max_limit = cfg.max_limit;
+  return lim;
+}
+
+connection_settings connection_settings_for(const node_config& cfg,
+                                            const std::string& relay_pubkey,
+                                            int64_t community_id, const std::string& host) {
+  connection_settings settings;
+  settings.community_id = community_id;
+  settings.host = host;
+  settings.policy.created_at_window = cfg.created_at_window;
+  settings.policy.auth_window = cfg.auth_window;
+  settings.limits = filter_limits_for(cfg);
+  settings.max_subscriptions = cfg.max_subscriptions;
+  settings.relay_pubkey = relay_pubkey;
+  return settings;
+}
+
+ingest_settings ingest_settings_for(const node_config& cfg) {
+  ingest_settings settings;
+  settings.max_batch = cfg.max_batch;
+  settings.commit_delay = std::chrono::microseconds(cfg.commit_delay_us);
+  settings.commit_siblings = cfg.commit_siblings;
+  return settings;
+}
+
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  auto num = [&](const char* key, int64_t v) {
+    w.Key(key);
+    w.Int64(v);
+  };
+  w.StartObject();
+  w.Key("relay_pubkey");
+  w.String(relay_pubkey.c_str());
+  num("writers", static_cast<int64_t>(cfg.writers));
+  num("readers", static_cast<int64_t>(cfg.readers));
+  num("max_batch", static_cast<int64_t>(cfg.max_batch));
+  num("commit_delay_us", cfg.commit_delay_us);
+  num("commit_siblings", static_cast<int64_t>(cfg.commit_siblings));
+  num("created_at_window", cfg.created_at_window);
+  num("auth_window", cfg.auth_window);
+  num("max_subscriptions", static_cast<int64_t>(cfg.max_subscriptions));
+  num("max_filters", static_cast<int64_t>(cfg.max_filters));
+  num("max_filter_values", static_cast<int64_t>(cfg.max_filter_values));
+  num("default_limit", cfg.default_limit);
+  num("max_limit", cfg.max_limit);
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+connection_actor node::open_connection(const community& c, const std::string& host,
+                                       socket_sink_ptr sink) {
+  auto handles = board_->get();
+  auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host);
+  auto name = "conn-" + std::to_string(++connections_opened_);
+  auto env = env_.for_actor(name);
+  if (env.trace && env.trace->wants_connection(name)) {
+    env.trace->record(name, "open", trace_fields{}.num("community", c.id).str("host", host));
+    sink = std::make_shared<traced_sink>(std::move(sink), env.trace, name);
+  }
+  auto conn = system_->spawn(
+    connection_actor_impl, settings,
+    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group},
+    std::move(env), std::move(sink));
+  auto handle = caf::actor_cast<caf::actor>(conn);
+  // Named for the trace's life, not the connection's: a read or an event it
+  // sent can reach the pool or ingest after it closed.
+  if (env_.trace)
+    env_.trace->spawned(name, handle);
+  {
+    std::lock_guard guard{conn_mtx_};
+    connections_.insert(handle);
+  }
+  handle->attach_functor([this, handle] {
+    std::lock_guard guard{conn_mtx_};
+    connections_.erase(handle);
+  });
+  if (draining_)
+    caf::anon_send(conn, drain_request{});
+  return conn;
+}
+
+void node::submit_event(const community& c, gateway::http_event_request request,
+                        std::function<void(gateway::http_event_reply)> done) {
+  auto handles = board_->get();
+  http_submit_context ctx;
+  ctx.settings = connection_settings_for(cfg_, relay_pubkey_, c.id, "");
+  ctx.ingest = handles->ingest;
+  ctx.hub = handles->hub;
+  ctx.group = handles->group;
+  auto name = "http-" + std::to_string(++http_requests_);
+  ctx.env = env_.for_actor(name);
+  if (ctx.env.trace && ctx.env.trace->node_level())
+    done = [trace = ctx.env.trace, name, done = std::move(done)](gateway::http_event_reply r) {
+      trace->record(name, "http_out",
+                    trace_fields{}.str("text", proto::render_ok(r.id, r.accepted, r.message)));
+      done(std::move(r));
+    };
+  ctx.done = std::move(done);
+  auto trace = ctx.env.trace;
+  auto worker = system_->spawn(http_submit_actor_impl, std::move(ctx));
+  if (trace)
+    trace->spawned(name, caf::actor_cast<caf::actor>(worker));
+  caf::anon_send(worker, http_request_in{std::move(request.authorization), std::move(request.host),
+                                         std::move(request.target), std::move(request.body)});
+}
+
+std::string node::relay_info_json(const community& c) const {
+  using namespace rapidjson;
+  StringBuffer buf;
+  Writer<StringBuffer> w{buf};
+  w.StartObject();
+  w.Key("name");
+  w.String(cfg_.relay_name + (c.name.empty() ? "" : " — " + c.name));
+  w.Key("description");
+  w.String(cfg_.relay_description);
+  w.Key("pubkey");
+  w.String(relay_pubkey_);
+  w.Key("supported_nips");
+  w.StartArray();
+  for (int nip : {1, 9, 11, 29, 42, 45, 98})
+    w.Int(nip);
+  w.EndArray();
+  w.Key("software");
+  w.String("waggle");
+  w.Key("version");
+  w.String("0.1.0");
+  w.Key("limitation");
+  w.StartObject();
+  w.Key("max_message_length");
+  w.Uint64(cfg_.max_frame_bytes);
+  w.Key("max_subscriptions");
+  w.Uint64(cfg_.max_subscriptions);
+  w.Key("max_filters");
+  w.Uint64(cfg_.max_filters);
+  w.Key("max_limit");
+  w.Uint(cfg_.max_limit);
+  w.Key("default_limit");
+  w.Uint(cfg_.default_limit);
+  w.Key("max_subid_length");
+  w.Uint64(proto::max_subscription_id_len);
+  w.Key("auth_required");
+  w.Bool(true);
+  w.Key("restricted_writes");
+  w.Bool(true);
+  w.Key("created_at_lower_limit");
+  w.Int64(cfg_.created_at_window);
+  w.Key("created_at_upper_limit");
+  w.Int64(cfg_.created_at_window);
+  w.EndObject();
+  w.EndObject();
+  return buf.GetString();
+}
+
+status node::start_checks() {
+  using namespace std::chrono;
+  auto deadline = steady_clock::now() + seconds(cfg_.startup_timeout_seconds);
+  caf::scoped_actor self{*system_};
+  // Retries while the database is unreachable (ec::unavailable) until the
+  // deadline; any other failure is final.
+  auto until_available = [&](auto&& attempt) -> status {
+    for (;;) {
+      status st = attempt();
+      if (st.code != ec::unavailable || steady_clock::now() >= deadline)
+        return st;
+      std::this_thread::sleep_for(milliseconds(500));
+    }
+  };
+  // The supervisor publishes its children's handles asynchronously (and
+  // again after a restart): read them on every attempt.
+  auto probe = [&](auto pick) {
+    return until_available([&]() -> status {
+      status st{ec::unavailable, "no answer"};
+      auto target = pick(*board_->get());
+      if (!target)
+        return st;
+      self->request(target, seconds(30), fence_probe_request{})
+        .receive([&](fence_probe_reply& reply) { st = reply.err; },
+                 [&](caf::error& err) { st = {ec::unavailable, caf::to_string(err)}; });
+      return st;
+    });
+  };
+  if (auto st = probe([](const node_handles& h) { return h.ingest; }); !st.ok())
+    return st;
+  if (auto st = probe([](const node_handles& h) { return h.group; }); !st.ok())
+    return st;
+  // Rosters that differ from channel_members (a crash between a change and
+  // its publication, an old node's capped snapshot): republish before serving.
+  return until_available([&]() -> status {
+    status st{ec::unavailable, "no answer"};
+    auto group = board_->get()->group;
+    if (!group)
+      return st;
+    self->request(group, seconds(120), roster_repair_request{env_.unix_now()})
+      .receive(
+        [&](roster_repair_reply& reply) {
+          st = reply.err;
+          if (st.ok() && reply.repaired > 0)
+            log::warn("node", "repaired stale roster snapshots",
+                      {{"count", std::to_string(reply.repaired)}});
+        },
+        [&](caf::error& err) { st = {ec::unavailable, caf::to_string(err)}; });
+    return st;
+  });
+}
+
+void node::drain(std::chrono::milliseconds bound) {
+  draining_ = true;
+  std::vector<caf::actor> conns;
+  {
+    std::lock_guard guard{conn_mtx_};
+    conns.assign(connections_.begin(), connections_.end());
+  }
+  for (auto& c : conns)
+    caf::anon_send(caf::actor_cast<connection_actor>(c), drain_request{});
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (open_connections() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+}  // namespace waggle

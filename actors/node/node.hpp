@@ -1,0 +1,86 @@
+#pragma once
+
+// One relay node: the actor system, the supervisor and its children, the
+// relay's key, and the node_api the gateway calls. main() and the end-to-end
+// tests build a node the same way.
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/node/config.hpp"
+#include "actors/connection/connection_actor.hpp"
+#include "actors/ingest/ingest_actor.hpp"
+#include "actors/support/env.hpp"
+#include "actors/node/node_supervisor.hpp"
+#include "actors/node/gateway_observer.hpp"
+#include "gateway/node_api.hpp"
+
+namespace waggle {
+
+class node {
+ public:
+  node(node_config cfg, node_env env);
+  ~node();
+
+  gateway::node_api api();
+  const std::string& relay_pubkey() const { return relay_pubkey_; }
+  std::string relay_info_json(const community& c) const;
+  bool ready() const { return snapshot_->ready(); }
+
+  // Fail-closed start-up (docs/channels.md): the roster fence must be in
+  // place and working on every writer connection and the group session, and
+  // stale roster snapshots are repaired. Serve only if this returns ok; the
+  // error names the migration to re-apply.
+  status start_checks();
+
+  // SIGTERM: refuse new work, let connections answer what is in flight and
+  // close with 1001; returns when all closed or `bound` passed.
+  void drain(std::chrono::milliseconds bound);
+  void stop();
+
+  caf::actor_system& system() { return *system_; }
+  size_t open_connections() const;
+
+ private:
+  void submit_event(const community& c, gateway::http_event_request request,
+                    std::function<void(gateway::http_event_reply)> done);
+  connection_actor open_connection(const community& c, const std::string& host,
+                                   socket_sink_ptr sink);
+
+  node_config cfg_;
+  node_env env_;
+  std::string relay_pubkey_;
+  std::unique_ptr<caf::actor_system_config> sys_cfg_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::shared_ptr<handle_board> board_;
+  std::shared_ptr<community_snapshot> snapshot_;
+  node_supervisor_actor supervisor_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
+  std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...
+  mutable std::mutex conn_mtx_;
+  std::set<caf::actor> connections_;
+};
+
+// The settings a node derives from its config; a trace replay derives them
+// the same way from the trace header.
+connection_settings connection_settings_for(const node_config& cfg,
+                                            const std::string& relay_pubkey,
+                                            int64_t community_id, const std::string& host);
+ingest_settings ingest_settings_for(const node_config& cfg);
+proto::filter_limits filter_limits_for(const node_config& cfg);
+
+// The trace header's "node" object: the settings a replay needs to rebuild
+// the node's actors (docs/traces.md), and node_config_from_trace's inverse.
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey);
+
+// Loads the relay's secret key from `path`, creating it (mode 0600) if
+// missing. Returns the secret hex; never logged.
+std::string load_or_create_relay_key(const std::string& path);
+
+}  // namespace waggle

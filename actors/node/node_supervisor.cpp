@@ -1,0 +1,171 @@
+#include "actors/node/node_supervisor.hpp"
+
+#include <algorithm>
+
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/channels/group_actor.hpp"
+#include "actors/channels/group_session.hpp"
+#include "actors/ingest/ingest_actor.hpp"
+#include "actors/support/log.hpp"
+#include "actors/node/node.hpp"
+#include "actors/reads/reader_pool.hpp"
+#include "actors/reads/reader_session.hpp"
+#include "actors/ingest/writer_session.hpp"
+
+namespace waggle {
+
+namespace {
+
+const char* child_name(child c) {
+  switch (c) {
+    case child::hub: return "fanout_hub";
+    case child::ingest: return "ingest";
+    case child::reader: return "reader_pool";
+    case child::directory: return "community_directory";
+    case child::group: return "group";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config config, node_env e,
+                                 db::relay_signer relay_signer,
+                                 std::shared_ptr<handle_board> handle_board_ptr,
+                                 std::shared_ptr<community_snapshot> community_snapshot_ptr) {
+  self = self_ptr;
+  cfg = std::move(config);
+  env = std::move(e);
+  signer = std::move(relay_signer);
+  board = std::move(handle_board_ptr);
+  snapshot = std::move(community_snapshot_ptr);
+  // The hub first: ingest is spawned with its handle.
+  for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group})
+    spawn_child(which);
+}
+
+template <class Handle>
+void node_supervisor_state::watch(child which, const Handle& h) {
+  self->monitor(h);
+  addrs[static_cast<size_t>(which)] = h.address();
+}
+
+void node_supervisor_state::spawn_child(child which) {
+  switch (which) {
+    case child::hub:
+      spawn_hub();
+      break;
+    case child::ingest:
+      spawn_ingest();
+      break;
+    case child::reader:
+      spawn_reader();
+      break;
+    case child::directory:
+      spawn_directory();
+      break;
+    case child::group:
+      spawn_group();
+      break;
+    default:
+      return;
+  }
+  board->set(handles);
+}
+
+void node_supervisor_state::spawn_hub() {
+  handles.hub = self->system().spawn(hub_actor_impl, env.for_actor("hub"));
+  watch(child::hub, handles.hub);
+}
+
+void node_supervisor_state::spawn_ingest() {
+  auto& sys = self->system();
+  std::vector<writer_session_actor> writers;
+  for (size_t i = 0; i < cfg.writers; ++i)
+    writers.push_back(sys.spawn<caf::detached>(writer_session_impl, cfg.database_url,
+                                               "writer-" + std::to_string(i), env));
+  handles.ingest = sys.spawn(ingest_actor_impl, ingest_settings_for(cfg), std::move(writers),
+                             handles.hub, env.for_actor("ingest"));
+  watch(child::ingest, handles.ingest);
+}
+
+void node_supervisor_state::spawn_reader() {
+  auto& sys = self->system();
+  std::vector<reader_actor> sessions;
+  for (size_t i = 0; i < cfg.readers; ++i)
+    sessions.push_back(sys.spawn<caf::detached>(reader_session_impl, cfg.database_url,
+                                                "reader-" + std::to_string(i),
+                                                filter_limits_for(cfg), env));
+  handles.reader = sys.spawn(reader_pool_impl, std::move(sessions), env.for_actor("reader_pool"));
+  watch(child::reader, handles.reader);
+}
+
+void node_supervisor_state::spawn_directory() {
+  directory = self->system().spawn<caf::detached>(community_directory_impl, cfg.database_url,
+                                                  snapshot, caf::timespan{std::chrono::seconds(2)});
+  watch(child::directory, directory);
+}
+
+void node_supervisor_state::spawn_group() {
+  auto& sys = self->system();
+  auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, signer, env);
+  handles.group = sys.spawn(group_actor_impl, session, handles.hub, env.for_actor("group"),
+                            cfg.database_url,
+                            caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)},
+                            restarts[static_cast<size_t>(child::group)] > 0);
+  watch(child::group, handles.group);
+}
+
+void node_supervisor_state::on_restart(restart_child msg) {
+  auto which = static_cast<child>(msg.which);
+  if ((which == child::ingest || which == child::group)
+      && !addrs[static_cast<size_t>(child::hub)]) {
+    self->delayed_send(self, std::chrono::milliseconds(100), msg);
+    return;
+  }
+  spawn_child(which);
+  log::info("supervisor", "child restarted", {{"child", child_name(which)}});
+}
+
+void node_supervisor_state::on_down(const caf::down_msg& msg) {
+  auto i = std::find(addrs.begin(), addrs.end(), msg.source);
+  if (i == addrs.end())
+    return;
+  auto which = static_cast<child>(i - addrs.begin());
+  *i = caf::actor_addr{};
+  auto n = restarts[static_cast<size_t>(which)]++;
+  auto delay = std::chrono::milliseconds(std::min(100 << std::min(n, 6), 5000));
+  log::error("supervisor", "child exited; restarting",
+             {{"child", child_name(which)}, {"reason", caf::to_string(msg.reason)},
+              {"restart", std::to_string(n + 1)}, {"delay_ms", std::to_string(delay.count())}});
+  self->delayed_send(self, delay, restart_child{static_cast<uint8_t>(which)});
+  // Ingest and the group actor send to the hub they were spawned with.
+  if (which == child::hub)
+    for (auto dependent : {child::ingest, child::group})
+      if (auto h = caf::actor_cast<caf::actor>(addrs[static_cast<size_t>(dependent)]))
+        self->send_exit(h, caf::exit_reason::user_shutdown);
+}
+
+void node_supervisor_state::on_exit(const caf::exit_msg& msg) {
+  // Shutting down: take the children with us.
+  for (auto& addr : addrs)
+    if (auto h = caf::actor_cast<caf::actor>(addr))
+      self->send_exit(h, caf::exit_reason::user_shutdown);
+  self->quit(msg.reason);
+}
+
+node_supervisor_actor::behavior_type
+node_supervisor_impl(node_supervisor_ptr self, node_config cfg, node_env env,
+                     db::relay_signer signer, std::shared_ptr<handle_board> board,
+                     std::shared_ptr<community_snapshot> snapshot) {
+  self->state.init(self, std::move(cfg), std::move(env), std::move(signer), std::move(board),
+                   std::move(snapshot));
+  self->set_down_handler([self](const caf::down_msg& msg) { self->state.on_down(msg); });
+  self->set_exit_handler([self](const caf::exit_msg& msg) { self->state.on_exit(msg); });
+  return {
+    // -- restarts ---------------------------------------------------------------
+    [self](restart_child msg) { self->state.on_restart(msg); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,117 @@
+#include "actors/reads/reader_session.hpp"
+
+#include <pqxx/except>
+
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+#include "db/event_store.hpp"
+#include "db/group_store.hpp"
+
+namespace waggle {
+
+namespace {
+
+// Read access to every channel in `access`, or the refusal of the first one
+// that may not be read (proto::nip29::may_read).
+access_reply check_access(pqxx::connection& conn, int64_t community_id, const read_access& access) {
+  access_reply reply;
+  if (access.channels.empty())
+    return reply;
+  for (auto& a : db::read_channel_access(conn, community_id, access.channels, access.pubkeys)) {
+    if (auto st = proto::nip29::may_read(a.view, a.members.size()); !st.ok()) {
+      reply.err = {st.code, st.reason + " (" + a.channel + ")"};
+      reply.grants.clear();
+      return reply;
+    }
+    reply.grants.push_back({a.channel, a.view.open, std::move(a.members)});
+  }
+  return reply;
+}
+
+}  // namespace
+
+void reader_session_state::init(reader_session_ptr self_ptr, std::string database_url,
+                                std::string role, proto::filter_limits l, node_env e) {
+  self = self_ptr;
+  env = e.for_actor(role);
+  session = std::make_unique<db::session>(std::move(database_url), std::move(role),
+                                          std::vector<std::string>{}, log::session_report);
+  limits = l;
+}
+
+template <class Reply, class Fn>
+Reply reader_session_state::run_read(Fn&& fn) {
+  Reply reply;
+  auto* conn = session->get();
+  if (!conn) {
+    reply.err = {ec::unavailable, "database unavailable"};
+    return reply;
+  }
+  try {
+    fn(*conn, reply);
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    reply.err = {ec::unavailable, "database unavailable"};
+  } catch (const std::exception& e) {
+    log::error("reader", "query failed", {{"error", e.what()}});
+    reply.err = {ec::internal, "query failed"};
+  }
+  return reply;
+}
+
+history_reply reader_session_state::on_history(const history_request& req) {
+  return run_read<history_reply>([&](pqxx::connection& conn, history_reply& reply) {
+    // Checked again here, after the subscription was registered with the
+    // hub: a removal that committed since the first check is seen now, and
+    // one that commits later reaches the subscription as a channel_revoked
+    // through the hub.
+    auto access = check_access(conn, req.community_id, req.access);
+    if (!access.err.ok()) {
+      reply.err = access.err;
+      return;
+    }
+    reply.grants = std::move(access.grants);
+    reply.raws = db::query_events(conn, req.community_id, req.filters, limits);
+  });
+}
+
+count_reply reader_session_state::on_count(const count_request& req) {
+  return run_read<count_reply>([&](pqxx::connection& conn, count_reply& reply) {
+    if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+      reply.err = access.err;
+      return;
+    }
+    reply.count = db::count_events(conn, req.community_id, req.filters);
+  });
+}
+
+access_reply reader_session_state::on_access(const access_request& req) {
+  access_reply out;
+  auto fallback = run_read<access_reply>([&](pqxx::connection& conn, access_reply&) {
+    out = check_access(conn, req.community_id, req.access);
+  });
+  return fallback.err.ok() ? out : fallback;
+}
+
+reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
+                                                        std::string database_url, std::string role,
+                                                        proto::filter_limits limits, node_env env) {
+  // So trace records can name this session as the sender of its replies.
+  if (env.trace)
+    env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
+  self->state.init(self, std::move(database_url), std::move(role), limits, std::move(env));
+  return {
+    // -- reads ------------------------------------------------------------------
+    [self](history_request& req) -> history_reply {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_history(req); });
+    },
+    [self](count_request& req) -> count_reply {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_count(req); });
+    },
+    [self](access_request& req) -> access_reply {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_access(req); });
+    },
+  };
+}
+
+}  // namespace waggle

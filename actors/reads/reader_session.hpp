@@ -1,0 +1,43 @@
+#pragma once
+
+// Reader sessions serve REQ history, COUNT and channel access checks, each on
+// its own connection, spawned detached (libpqxx blocks). The reader pool
+// (reader_pool.hpp) spreads requests over them.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/support/env.hpp"
+#include "db/session.hpp"
+#include "messages/interfaces.hpp"
+
+namespace waggle {
+
+struct reader_session_state;
+using reader_session_ptr = reader_session_actor::stateful_pointer<reader_session_state>;
+
+struct reader_session_state {
+  static inline const char* name = "reader_session";
+
+  reader_session_ptr self = nullptr;
+  std::unique_ptr<db::session> session;
+  proto::filter_limits limits;
+  node_env env;  // named after the session ("reader-0"): its trace records
+
+  void init(reader_session_ptr self_ptr, std::string database_url, std::string role,
+            proto::filter_limits l, node_env e);
+  history_reply on_history(const history_request& req);
+  count_reply on_count(const count_request& req);
+  access_reply on_access(const access_request& req);
+
+ private:
+  template <class Reply, class Fn>
+  Reply run_read(Fn&& fn);
+};
+
+reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
+                                                        std::string database_url, std::string role,
+                                                        proto::filter_limits limits, node_env env);
+
+}  // namespace waggle

@@ -1,0 +1,597 @@
+#include "actors/replay/trace_replay.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "actors/connection/connection_actor.hpp"
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/channels/group_actor.hpp"
+#include "actors/connection/http_submit_actor.hpp"
+#include "actors/ingest/ingest_actor.hpp"
+#include "actors/node/node.hpp"
+#include "actors/reads/reader_pool.hpp"
+#include "actors/reads/reader_session.hpp"
+
+namespace waggle {
+
+namespace {
+
+struct record {
+  uint64_t seq = 0;
+  std::string actor;
+  std::string kind;
+  std::string type;
+  std::string text;    // frame_in / frame_out; close_out: its close_text
+  std::string msg;     // trace_codec JSON, re-rendered compactly
+  std::string what;    // reading
+  std::string value;   // reading, as text
+  int64_t community = 0;
+  std::string host;
+  std::string auth_pubkey;  // http_in
+  std::string id;           // ingest_in: the event's id
+  std::string from;         // reader_in: who sent the read
+};
+
+std::string render(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  v.Accept(w);
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::string string_field(const rapidjson::Value& obj, const char* key) {
+  auto i = obj.FindMember(key);
+  if (i == obj.MemberEnd())
+    return {};
+  if (i->value.IsString())
+    return {i->value.GetString(), i->value.GetStringLength()};
+  if (i->value.IsInt64())
+    return std::to_string(i->value.GetInt64());
+  return render(i->value);
+}
+
+int64_t int_field(const rapidjson::Value& obj, const char* key, int64_t fallback = 0) {
+  auto i = obj.FindMember(key);
+  return i != obj.MemberEnd() && i->value.IsInt64() ? i->value.GetInt64() : fallback;
+}
+
+// Deeper than any message of messages/types.hpp nests; deeper lines are
+// refused before parsing (rendering a parsed value recurses).
+constexpr int max_depth = 32;
+
+bool nests_too_deep(const std::string& line) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The header's settings must describe a node that can exist.
+std::string check_config(const node_config& cfg) {
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  if (!in(static_cast<int64_t>(cfg.writers), 1, 64) || !in(static_cast<int64_t>(cfg.readers), 1, 64))
+    return "the header's writers and readers must be 1 to 64";
+  if (!in(static_cast<int64_t>(cfg.max_batch), 1, 100000)
+      || !in(cfg.commit_delay_us, 0, 1000000)
+      || !in(static_cast<int64_t>(cfg.commit_siblings), 2, 32)
+      || !in(static_cast<int64_t>(cfg.max_subscriptions), 1, 1000000)
+      || !in(static_cast<int64_t>(cfg.max_filters), 1, 1000)
+      || !in(static_cast<int64_t>(cfg.max_filter_values), 1, 1000000)
+      || !in(cfg.created_at_window, 0, 1LL << 40) || !in(cfg.auth_window, 0, 1LL << 40))
+    return "the header's node settings are out of range";
+  return {};
+}
+
+// The node settings the header carries (trace_node_json), over defaults.
+node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey) {
+  node_config cfg;
+  relay_pubkey = string_field(node, "relay_pubkey");
+  // Negative numbers stay out of range (checked by check_config), not huge.
+  auto size = [&](const char* key, size_t fallback) {
+    auto v = int_field(node, key, static_cast<int64_t>(fallback));
+    return v < 0 ? size_t{0} : static_cast<size_t>(v);
+  };
+  cfg.writers = size("writers", cfg.writers);
+  cfg.readers = size("readers", cfg.readers);
+  cfg.max_batch = size("max_batch", cfg.max_batch);
+  cfg.commit_delay_us = int_field(node, "commit_delay_us", cfg.commit_delay_us);
+  cfg.commit_siblings = size("commit_siblings", cfg.commit_siblings);
+  cfg.created_at_window = int_field(node, "created_at_window", cfg.created_at_window);
+  cfg.auth_window = int_field(node, "auth_window", cfg.auth_window);
+  cfg.max_subscriptions = size("max_subscriptions", cfg.max_subscriptions);
+  cfg.max_filters = size("max_filters", cfg.max_filters);
+  cfg.max_filter_values = size("max_filter_values", cfg.max_filter_values);
+  cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
+  cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
+  return cfg;
+}
+
+// One replay: the node's actors over the player's stand-ins.
+class replayer {
+ public:
+  replayer(const node_config& cfg, std::string relay_pubkey, replay_player_ptr player,
+           replay_options options)
+    : cfg_(cfg), relay_pubkey_(std::move(relay_pubkey)), player_(std::move(player)),
+      options_(options) {
+    register_types(sys_cfg_);
+    sys_cfg_.set("scheduler.policy", caf::atom("testing"));
+    sys_cfg_.set("logger.verbosity", caf::atom("quiet"));
+    sys_ = std::make_unique<caf::actor_system>(sys_cfg_);
+    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+    env_.sources.unix_now = [] { return int64_t{0}; };
+    env_.sources.random_challenge = [] { return std::string{}; };
+    env_.sources.steady_now = [] { return steady_time{}; };
+    env_.stats = std::make_shared<waggle::metrics>();
+    env_.trace = player_;
+    spawn_node();
+  }
+
+  ~replayer() {
+    for (auto& a : spawned_)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    sched_->run();
+    sys_->await_actors_before_shutdown(false);
+  }
+
+  // Feeds one record (inputs) or checks it (outputs). False: diverged.
+  bool step(const record& r, replay_outcome& out);
+  bool feed_client(const record& r);
+  bool feed_node(const record& r);
+  bool check_output(const record& r);
+  std::optional<caf::actor> connection_of(const record& r);
+  // After the last record: whatever the replay did that the trace did not.
+  void check_leftovers();
+
+ private:
+  template <class Handle>
+  Handle keep(Handle h) {
+    spawned_.push_back(caf::actor_cast<caf::actor>(h));
+    return h;
+  }
+  caf::actor stub(const std::string& name) {
+    auto s = keep(sys_->spawn(replay_db_stub, player_, name));
+    stubs_[name] = s;
+    return s;
+  }
+  void spawn_node();
+  void input(const caf::actor& to, caf::message msg) {
+    caf::anon_send(to, std::move(msg));
+    sched_->run();
+  }
+  // Strict mode: an output recorded after input `last_fed` was made while
+  // replaying an earlier one.
+  void check_made_in_time(const record& r, uint64_t during, const std::string& what) {
+    if (options_.strict && during != player_->last_fed)
+      diverge(r, what + " after the input at seq " + std::to_string(player_->last_fed),
+              "already made while replaying seq " + std::to_string(during) + " (too early)");
+  }
+  void diverge(const record& r, std::string recorded, std::string replayed) {
+    if (!player_->divergence)
+      player_->divergence = trace_divergence{r.seq, r.actor, r.kind, std::move(recorded),
+                                             std::move(replayed)};
+  }
+  void check_frame(const record& r, const std::string& expected);
+  void check_request(const record& r);
+  void ready_reply(const record& r);
+  void take_reply(const record& r);
+
+  node_config cfg_;
+  std::string relay_pubkey_;
+  replay_player_ptr player_;
+  replay_options options_;
+  caf::actor_system_config sys_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  node_env env_;
+  std::vector<caf::actor> spawned_;
+  std::map<std::string, caf::actor> stubs_;
+  std::map<std::string, caf::actor> conns_;
+  hub_actor hub_;
+  ingest_actor ingest_;
+  caf::actor gate_;         // in front of ingest: see replay_ingest_gate
+  caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
+  reader_actor reader_;
+  group_actor group_;
+};
+
+void replayer::spawn_node() {
+  hub_ = keep(sys_->spawn(hub_actor_impl, env_.for_actor("hub")));
+  std::vector<writer_session_actor> writers;
+  for (size_t i = 0; i < cfg_.writers; ++i)
+    writers.push_back(caf::actor_cast<writer_session_actor>(stub("writer-" + std::to_string(i))));
+  ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings_for(cfg_), std::move(writers),
+                             hub_, env_.for_actor("ingest")));
+  gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
+  std::vector<reader_actor> readers;
+  for (size_t i = 0; i < cfg_.readers; ++i)
+    readers.push_back(caf::actor_cast<reader_actor>(stub("reader-" + std::to_string(i))));
+  reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
+  reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
+  auto session = caf::actor_cast<group_session_actor>(stub("group_session"));
+  // No TTL reaper (its database session is outside the replay; what it
+  // archived is an "input" record) and no start-up repair (recording starts
+  // after it).
+  group_ = keep(sys_->spawn(group_actor_impl, session, hub_, env_.for_actor("group"),
+                            std::string{}, caf::timespan{0}, false));
+  player_->name(ingest_.address(), "ingest");
+  player_->name(group_.address(), "group");
+  sched_->run();
+}
+
+void replayer::check_frame(const record& r, const std::string& expected) {
+  auto& queue = player_->frames[r.actor];
+  if (queue.empty())
+    return diverge(r, expected, "(no frame)");
+  if (queue.front().text != expected)
+    return diverge(r, expected, queue.front().text);
+  check_made_in_time(r, queue.front().during, expected);
+  queue.pop_front();
+}
+
+void replayer::check_request(const record& r) {
+  auto& s = player_->stubs[r.actor];
+  std::optional<size_t> first_open;
+  for (size_t j = 0; j < s.requests.size(); ++j) {
+    if (s.matched[j])
+      continue;
+    if (!first_open)
+      first_open = j;
+    if (s.requests[j].type == r.type && s.requests[j].msg == r.msg) {
+      s.matched[j] = true;
+      s.order.push_back(j);
+      return;
+    }
+  }
+  if (!first_open)
+    return diverge(r, r.type + " " + r.msg, "(no request)");
+  auto& got = s.requests[*first_open];
+  diverge(r, r.type + " " + r.msg, got.type + " " + got.msg);
+}
+
+// The session's reply: what it answered to its next request. Delivered
+// later, when the requester takes it (reply_in).
+void replayer::ready_reply(const record& r) {
+  auto& s = player_->stubs[r.actor];
+  if (!stubs_.count(r.actor) || s.ready.size() >= s.order.size())
+    return diverge(r, "a " + r.type + " from " + r.actor,
+                   "no request of the replay started at " + r.actor + " is unanswered");
+  auto j = s.order[s.ready.size()];
+  if (s.held[j].reply_type != r.type)
+    return diverge(r, r.type, "the request waits for a " + s.held[j].reply_type);
+  s.ready.push_back({r.seq, r.msg, j});
+}
+
+// A replayed actor takes a reply: the oldest ready one that answers a
+// request it made, of the type it took.
+void replayer::take_reply(const record& r) {
+  std::string best_stub;
+  size_t best_index = 0;
+  uint64_t best_seq = 0;
+  const std::string* best_msg = nullptr;
+  for (auto& [name, s] : player_->stubs) {
+    if (!r.from.empty() && name != r.from)
+      continue;  // the live actor says which session answered
+    while (s.first_undelivered < s.ready.size()
+           && s.held[s.ready[s.first_undelivered].held_index].delivered)
+      ++s.first_undelivered;
+    for (size_t k = s.first_undelivered; k < s.ready.size(); ++k) {
+      auto& ready = s.ready[k];
+      auto& h = s.held[ready.held_index];
+      if (h.delivered || h.requester != r.actor || h.reply_type != r.type)
+        continue;
+      if (best_stub.empty() || ready.seq < best_seq) {
+        best_stub = name;
+        best_index = ready.held_index;
+        best_seq = ready.seq;
+        best_msg = &ready.msg;
+      }
+      break;  // later ones of this session are newer
+    }
+  }
+  if (best_stub.empty())
+    return diverge(r, r.actor + " takes a " + r.type,
+                   "no " + r.type + " to a request of " + r.actor + " is waiting");
+  auto& s = player_->stubs[best_stub];
+  s.held[best_index].delivered = true;
+  input(stubs_[best_stub], caf::make_message(caf::atom("deliver"),
+                                             static_cast<uint64_t>(best_index), *best_msg));
+}
+
+bool replayer::step(const record& r, replay_outcome& out) {
+  player_->current_seq = r.seq;
+  static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
+                                            "http_in", "timer",   "input",     "ingest_in",
+                                            "reader_in", "reply_in"};
+  if (fed.count(r.kind))
+    player_->last_fed = r.seq;
+  if (feed_client(r) || feed_node(r))
+    ++out.inputs;
+  else if (check_output(r))
+    ++out.checked;
+  else
+    diverge(r, "a record of kind " + r.kind + (r.type.empty() ? "" : " (" + r.type + ")"),
+            "this build does not replay it");
+  return !player_->divergence;
+}
+
+std::optional<caf::actor> replayer::connection_of(const record& r) {
+  if (auto i = conns_.find(r.actor); i != conns_.end())
+    return i->second;
+  diverge(r, r.kind + " on " + r.actor, "no such connection was opened");
+  return std::nullopt;
+}
+
+// What clients sent: connections opened and their frames, closes and drains,
+// and POST /events. False when `r` is no such record.
+bool replayer::feed_client(const record& r) {
+  const auto& k = r.kind;
+  if (k == "open") {
+    auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host);
+    auto handle = keep(sys_->spawn(
+      connection_actor_impl, settings,
+      connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
+                       caf::actor_cast<reader_actor>(reader_gate_), group_},
+      env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
+    conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
+    player_->name(handle.address(), r.actor);
+    sched_->run();
+  } else if (k == "http_in") {
+    http_submit_context ctx;
+    ctx.settings = connection_settings_for(cfg_, relay_pubkey_, r.community, "");
+    ctx.ingest = caf::actor_cast<ingest_actor>(gate_);
+    ctx.hub = hub_;
+    ctx.group = group_;
+    ctx.env = env_.for_actor(r.actor);
+    ctx.done = [player = player_, name = r.actor](gateway::http_event_reply reply) {
+      player->produce_frame(name, proto::render_ok(reply.id, reply.accepted, reply.message));
+    };
+    auto submit = sys_->spawn(http_submit_actor_impl, std::move(ctx));
+    player_->name(submit.address(), r.actor);
+    input(caf::actor_cast<caf::actor>(submit),
+          caf::make_message(http_event_in{r.auth_pubkey, r.text}));
+  } else if (k == "frame_in") {
+    if (auto c = connection_of(r))
+      input(*c, caf::make_message(socket_frame{r.text}));
+  } else if (k == "closed") {
+    if (auto c = connection_of(r))
+      input(*c, caf::make_message(socket_closed{}));
+  } else if (k == "drain") {
+    if (auto c = connection_of(r))
+      input(*c, caf::make_message(drain_request{}));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// What the node's own boundaries decided: timers, the reaper's input,
+// database replies and the order points (docs/traces.md). False when `r` is
+// no such record.
+bool replayer::feed_node(const record& r) {
+  const auto& k = r.kind;
+  if (k == "timer" && r.type == "ingest_tick") {
+    input(caf::actor_cast<caf::actor>(ingest_), caf::make_message(ingest_tick{}));
+  } else if (k == "timer" && r.type == "roster_dirty") {
+    if (auto roster = player_->spawned_actor(r.actor))
+      input(*roster, caf::make_message(roster_dirty{true}));
+    else
+      diverge(r, "a retry timer of " + r.actor, "no such roster actor was spawned");
+  } else if (k == "input" && r.type == "channels_archived") {
+    rapidjson::Document doc;
+    doc.Parse(r.msg.data(), r.msg.size());
+    channels_archived msg;
+    if (doc.HasParseError() || !trace_codec::decode(doc, msg))
+      diverge(r, r.msg, "not a channels_archived");
+    else
+      input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
+  } else if (k == "db_reply") {
+    ready_reply(r);
+  } else if (k == "ingest_in") {
+    input(gate_, caf::make_message(caf::atom("forward"), r.from, r.id));
+  } else if (k == "reader_in") {
+    input(reader_gate_, caf::make_message(caf::atom("forward"), r.from, r.type));
+  } else if (k == "reply_in") {
+    take_reply(r);
+  } else if (k == "reading") {
+    // Handed out while the actors ran; here we only check it was taken.
+    if (auto during = player_->taken_during(r.seq))
+      check_made_in_time(r, *during, "read " + r.what + " = " + r.value);
+    else
+      diverge(r, "read " + r.what + " = " + r.value, "(no reading)");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// What the node produced: frames, closes, HTTP answers, database requests.
+bool replayer::check_output(const record& r) {
+  const auto& k = r.kind;
+  if (k == "frame_out" || k == "close_out" || k == "http_out")
+    check_frame(r, r.text);
+  else if (k == "db_request")
+    check_request(r);
+  else
+    return false;
+  return true;
+}
+
+void replayer::check_leftovers() {
+  sched_->run();
+  if (player_->divergence)
+    return;
+  record end;  // seq 0: after the last record
+  for (auto& [conn, queue] : player_->frames)
+    if (!queue.empty()) {
+      end.actor = conn;
+      end.kind = "frame_out";
+      return diverge(end, "(no frame)", queue.front().text);
+    }
+  if (!player_->gate_held.empty()) {
+    end.actor = "node";
+    end.kind = "gate";
+    return diverge(end, "(not taken)", player_->gate_held.begin()->first);
+  }
+  for (auto& [name, s] : player_->stubs)
+    for (size_t j = 0; j < s.requests.size(); ++j)
+      if (!s.matched[j]) {
+        end.actor = name;
+        end.kind = "db_request";
+        auto& extra = s.requests[j];
+        return diverge(end, "(no request)", extra.type + " " + extra.msg);
+      }
+}
+
+std::optional<record> parse_record(const rapidjson::Document& doc) {
+  if (!doc.IsObject() || !doc.HasMember("seq") || !doc["seq"].IsUint64() || !doc.HasMember("kind"))
+    return std::nullopt;
+  record r;
+  r.seq = doc["seq"].GetUint64();
+  r.actor = string_field(doc, "actor");
+  r.kind = string_field(doc, "kind");
+  r.type = string_field(doc, "type");
+  r.text = string_field(doc, "text");
+  if (r.kind == "close_out")
+    r.text = replay_sink::close_text(int_field(doc, "code"), string_field(doc, "reason"));
+  if (auto m = doc.FindMember("msg"); m != doc.MemberEnd())
+    r.msg = render(m->value);
+  r.what = string_field(doc, "what");
+  r.value = string_field(doc, "value");
+  r.community = int_field(doc, "community");
+  r.host = string_field(doc, "host");
+  r.auth_pubkey = string_field(doc, "auth_pubkey");
+  r.id = string_field(doc, "id");
+  r.from = string_field(doc, "from");
+  return r;
+}
+
+}  // namespace
+
+std::string replay_outcome::summary() const {
+  if (!error.empty())
+    return "cannot replay: " + error;
+  if (divergence)
+    return divergence->to_string();
+  return "identical: " + std::to_string(records) + " records, " + std::to_string(inputs)
+         + " inputs fed, " + std::to_string(checked) + " outputs matched"
+         + (torn_tail ? " (the last line was torn and left out)" : "");
+}
+
+replay_outcome replay_trace(std::istream& in, replay_options options) {
+  replay_outcome out;
+  std::vector<record> records;
+  rapidjson::Document header;
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty())
+      continue;
+    if (nests_too_deep(line)) {
+      out.error = "line " + std::to_string(line_no) + " nests deeper than "
+                  + std::to_string(max_depth) + " levels";
+      return out;
+    }
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
+    if (line_no == 1) {
+      if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("waggle_trace")) {
+        out.error = "line 1 is not a waggle trace header";
+        return out;
+      }
+      header = std::move(doc);
+      continue;
+    }
+    auto r = doc.HasParseError() ? std::nullopt : parse_record(doc);
+    if (!r) {
+      // A node killed mid-write leaves a torn last line: the trace ends before it.
+      if (in.peek() == std::char_traits<char>::eof() && doc.HasParseError()) {
+        out.torn_tail = true;
+        break;
+      }
+      out.error = "line " + std::to_string(line_no) + " is not a trace record";
+      return out;
+    }
+    if (!records.empty() && r->seq <= records.back().seq) {
+      out.error = "line " + std::to_string(line_no) + ": sequence numbers must increase";
+      return out;
+    }
+    records.push_back(std::move(*r));
+  }
+  if (line_no == 0) {
+    out.error = "the trace is empty";
+    return out;
+  }
+  if (int_field(header, "waggle_trace") != trace_format_version) {
+    out.error = "trace format " + string_field(header, "waggle_trace") + "; this build reads "
+                + std::to_string(trace_format_version);
+    return out;
+  }
+  if (string_field(header, "mode") != "full") {
+    out.error = "a sampled trace holds only its connections' own frames and readings, not the "
+                "node's database replies, so it cannot be replayed through the node";
+    return out;
+  }
+  if (!header.HasMember("node") || !header["node"].IsObject()) {
+    out.error = "the header has no node settings";
+    return out;
+  }
+  std::string relay_pubkey;
+  auto cfg = config_from(header["node"], relay_pubkey);
+  if (auto bad = check_config(cfg); !bad.empty()) {
+    out.error = bad;
+    return out;
+  }
+  auto player = std::make_shared<replay_player>();
+  for (auto& r : records)
+    if (r.kind == "reading")
+      player->add_reading(r.actor, {r.seq, r.what, r.value});
+  out.records = records.size();
+  {
+    replayer replay{cfg, relay_pubkey, player, options};
+    for (auto& r : records)
+      if (!replay.step(r, out))
+        break;
+    if (!player->divergence)
+      replay.check_leftovers();
+  }
+  out.divergence = player->divergence;
+  out.identical = !out.divergence;
+  return out;
+}
+
+replay_outcome replay_trace_file(const std::string& path, replay_options options) {
+  std::ifstream in{path};
+  if (!in) {
+    replay_outcome out;
+    out.error = "cannot open " + path;
+    return out;
+  }
+  return replay_trace(in, options);
+}
+
+}  // namespace waggle

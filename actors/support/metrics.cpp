@@ -1,0 +1,93 @@
+#include "actors/support/metrics.hpp"
+
+#include "db/event_store.hpp"
+
+#include <sstream>
+
+namespace waggle {
+
+histogram::histogram(std::vector<double> bounds)
+  : bounds_(std::move(bounds)),
+    buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i)
+    buckets_[i] = 0;
+}
+
+void histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i])
+    ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_micros_.fetch_add(static_cast<uint64_t>(value * 1e6), std::memory_order_relaxed);
+}
+
+std::string histogram::render(const std::string& name, const std::string& help) const {
+  std::ostringstream out;
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    out << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << '\n';
+  }
+  cumulative += buckets_[bounds_.size()].load(std::memory_order_relaxed);
+  out << name << "_bucket{le=\"+Inf\"} " << cumulative << '\n';
+  out << name << "_sum " << static_cast<double>(sum_micros_.load()) / 1e6 << '\n';
+  out << name << "_count " << count_.load() << '\n';
+  return out.str();
+}
+
+metrics::metrics()
+  : ingest_batch_size({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
+    commit_latency({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}),
+    ack_latency({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {
+}
+
+void metrics::count_rejected(const std::string& reason) {
+  std::lock_guard guard{mtx_};
+  ++rejected_[reason];
+}
+
+void metrics::count(const answer& a) {
+  if (a.metric == "accepted")
+    ++events_accepted;
+  else if (a.metric == "duplicate")
+    ++events_duplicate;
+  else
+    count_rejected(std::string{a.metric});
+}
+
+std::string metrics::render() const {
+  std::ostringstream out;
+  auto gauge = [&](const char* name, const char* help, int64_t v) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n"
+        << name << ' ' << v << '\n';
+  };
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
+        << name << ' ' << v << '\n';
+  };
+  gauge("waggle_connections", "Open WebSocket connections.", connections.load());
+  gauge("waggle_live_subscriptions", "Live REQ subscriptions.", live_subscriptions.load());
+  counter("waggle_events_accepted_total", "Events stored (or fanned out, if ephemeral).",
+          events_accepted.load());
+  counter("waggle_events_duplicate_total", "Events answered as duplicates.",
+          events_duplicate.load());
+  counter("waggle_ingest_batches_total", "Committed ingest transactions.", ingest_batches.load());
+  counter("waggle_channel_ttl_refresh_failures_total",
+          "Batches whose channel TTL refresh failed (events kept; see the server log).",
+          db::ttl_refresh_failures());
+  out << "# HELP waggle_events_rejected_total Events rejected, by reason.\n"
+         "# TYPE waggle_events_rejected_total counter\n";
+  {
+    std::lock_guard guard{mtx_};
+    for (auto& [reason, n] : rejected_)
+      out << "waggle_events_rejected_total{reason=\"" << reason << "\"} " << n << '\n';
+  }
+  out << ingest_batch_size.render("waggle_ingest_batch_size", "Events per ingest transaction.");
+  out << commit_latency.render("waggle_commit_seconds", "Ingest transaction latency.");
+  out << ack_latency.render("waggle_ack_seconds", "EVENT frame to OK latency.");
+  return out.str();
+}
+
+}  // namespace waggle

@@ -1,0 +1,60 @@
+#pragma once
+
+// Node-wide counters, gauges and histograms, rendered in Prometheus text
+// format by GET /metrics. Lock-free atomics: the one piece of state that
+// actors and io threads share, because a metrics actor would put a mailbox
+// hop on every hot path for numbers nobody needs exactly in order.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "messages/outcome.hpp"
+
+namespace waggle {
+
+class histogram {
+ public:
+  // Upper bounds in seconds (Prometheus `le`), ascending.
+  explicit histogram(std::vector<double> bounds);
+  void observe(double value);
+  std::string render(const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1 (+Inf)
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_micros_{0};
+};
+
+class metrics {
+ public:
+  metrics();
+
+  std::atomic<int64_t> connections{0};
+  std::atomic<int64_t> live_subscriptions{0};
+  std::atomic<uint64_t> events_accepted{0};
+  std::atomic<uint64_t> events_duplicate{0};
+  std::atomic<uint64_t> ingest_batches{0};
+  histogram ingest_batch_size;      // events per committed batch
+  histogram commit_latency;         // seconds from BEGIN to COMMIT returning
+  histogram ack_latency;            // seconds from frame received to OK sent
+
+  // events rejected, by reason label ("invalid", "restricted", ...).
+  void count_rejected(const std::string& reason);
+  // One answer to a submitted event, under its metric (messages/outcome.hpp).
+  void count(const answer& a);
+
+  std::string render() const;
+
+ private:
+  mutable std::mutex mtx_;
+  std::map<std::string, uint64_t> rejected_;
+};
+
+}  // namespace waggle

@@ -1,0 +1,27 @@
+#pragma once
+
+// The connection actor's only way out to its socket, declared by the gateway
+// (the connection seam): its ws_session
+// implements it by posting onto its strand (so it is safe to call from any
+// thread); tests implement it by recording frames. Keeping the socket behind
+// this edge is what lets the connection actor run under test_coordinator.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace waggle {
+
+class socket_sink {
+ public:
+  virtual ~socket_sink() = default;
+  // Queues one text frame. If the session's outbound queue is over its cap
+  // the session drops the client (after a NOTICE); the call never blocks.
+  virtual void send_text(std::string frame) = 0;
+  // Closes the socket with a WebSocket close code (1000, 1001, 1008, 1009...).
+  virtual void close(uint16_t code, std::string reason) = 0;
+};
+
+using socket_sink_ptr = std::shared_ptr<socket_sink>;
+
+}  // namespace waggle

@@ -1,0 +1,39 @@
+#pragma once
+
+// NIP-98 HTTP auth for POST /events, plus the small encoders it needs. Pure
+// functions (no sockets, no CAF) so they are testable on their own.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "messages/proto/status.hpp"
+
+namespace waggle::proto {
+
+// Standard base64 (RFC 4648 §4). Decoding is strict about the alphabet but
+// accepts missing '=' padding; whitespace or any other byte fails.
+std::string base64_encode(std::string_view data);
+std::optional<std::string> base64_decode(std::string_view text);
+
+// SHA-256 of `data`, lowercase hex.
+std::string sha256_hex(std::string_view data);
+
+struct nip98_result {
+  bool ok = false;
+  std::string pubkey;   // the authenticated key when ok
+  status err;           // ec::auth_required and why, when not ok
+};
+
+// Checks an `Authorization: Nostr <base64 event>` header value against the
+// request: kind 27235, valid id and signature, created_at within
+// `window_seconds` of `now`, a `u` tag equal to <scheme>://<host><target>
+// (scheme http or https, compared case-insensitively, as is the host; the
+// path and query are compared exactly), a `method` tag equal to `method`, and,
+// when present, a `payload` tag equal to the SHA-256 hex of `body`.
+nip98_result verify_nip98(std::string_view authorization, std::string_view method,
+                          std::string_view host, std::string_view target, std::string_view body,
+                          int64_t now, int64_t window_seconds = 60);
+
+}  // namespace waggle::proto

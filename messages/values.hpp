@@ -1,0 +1,80 @@
+#pragma once
+
+// The values that cross actor mailboxes and layer boundaries: events on their
+// way to and from the database, what a write did, what a channel command
+// changed, and the communities Host names. They are plain data with no
+// dependency beyond the protocol types, so every layer (db, gateway, actors)
+// can speak them; the SQL that produces them lives in db/.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/proto/event.hpp"
+
+namespace waggle {
+
+// -- events -------------------------------------------------------------------
+
+// Events are shared, immutable and never copied on the way to the database.
+using event_ptr = std::shared_ptr<const proto::event>;
+
+// One event of one community, as ingest batches it and the hub fans it out.
+struct ingest_item {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+
+// -- writes -------------------------------------------------------------------
+
+// What storing one event did. messages/outcome.hpp says how each is answered.
+enum class write_outcome : uint8_t {
+  stored,      // inserted by this batch
+  duplicate,   // (community_id, id) already stored: no side effect ran again
+  superseded,  // replaceable/addressable with a newer (or tie-winning) version stored
+  rejected,    // deterministic failure of this event alone (after bisection)
+  refused,     // not allowed: channel access (NIP-29), rendered "restricted:"
+  failed,      // transient/unavailable: nothing is known to be stored
+};
+
+struct write_result {
+  write_outcome outcome = write_outcome::failed;
+  std::string reason;  // human-readable, for rejected/failed
+};
+
+// -- channels (NIP-29) --------------------------------------------------------
+
+// What a committed command changed, for the roster actor and the hub.
+struct group_change {
+  std::string channel;
+  bool roster_changed = false;    // membership or roles (republish 39001/39002)
+  bool metadata_changed = false;  // 39000
+  bool deleted = false;           // 9008: every reader loses access
+  bool became_private = false;    // readers that were not members lose access
+  std::vector<std::string> removed;  // pubkeys whose membership ended
+  bool any() const { return roster_changed || metadata_changed || deleted; }
+};
+
+// One channel of one community (the TTL reaper's archive list).
+struct channel_ref {
+  int64_t community_id = 0;
+  std::string channel;
+};
+
+// -- communities --------------------------------------------------------------
+
+// A tenant, chosen by the request's Host.
+struct community {
+  int64_t id = 0;
+  std::string host;  // lowercase, no port
+  std::string name;
+  bool archived = false;
+  bool operator==(const community&) const = default;
+};
+
+// Lowercases and strips a port (and IPv6 brackets are kept: "[::1]:7777" -> "[::1]").
+std::string normalize_host(std::string_view host);
+
+}  // namespace waggle
