@@ -192,178 +192,206 @@ struct statement_call {
 // Runs the statements of one phase, in order, and returns their results.
 using phase_runner = std::function<std::vector<pqxx::result>(std::vector<statement_call>&& calls)>;
 
-// The batch in two phases, whatever runs them: phase A (S0 lock, S1 check)
-// whose answers decide each candidate, then phase B (S2 replace, S3 insert,
-// S4 delete, S5 ttl). Phase B's statements do not depend on one another's
-// answers (a client with pipelining could send each phase at once).
-std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
-                                          const write_options& opts, const phase_runner& run) {
-  namespace nip29 = proto::nip29;
-  std::vector<write_result> results(items.size());
-  std::vector<std::optional<size_t>> alias(items.size());  // repeated id -> first item
+namespace nip29 = proto::nip29;
+
+// The working state of one batch, carried by write_in_phases from one step to
+// the next: the answers of each step are what the next one reads.
+struct batch_write {
+  batch_write(const std::vector<ingest_item>& items, const write_options& opts)
+    : items(items), opts(opts), results(items.size()), alias(items.size()) {}
+
+  void collect_candidates();
+  void drop_batch_losers();
+  void sort_for_insertion();
+  void finish_aliases();
+  void add_lock_call(std::vector<statement_call>& phase_a) const;
+  void add_check_call(std::vector<statement_call>& phase_a) const;
+  void read_checks(const pqxx::result& answer);
+  void decide();
+  void add_replace_call(std::vector<statement_call>& phase_b);
+  void add_insert_call(std::vector<statement_call>& phase_b);
+  void add_delete_and_ttl_calls(std::vector<statement_call>& phase_b);
+  void read_writes(const std::vector<pqxx::result>& answers);
+
+  const std::vector<ingest_item>& items;
+  const write_options& opts;
+  std::vector<write_result> results;
+  std::vector<std::optional<size_t>> alias;  // repeated id -> first item
   std::vector<candidate> cands;
-  {
-    std::map<std::pair<int64_t, std::string_view>, size_t> first_of;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const auto& ev = items[i].ev;
-      if (!ev) {
-        results[i] = {write_outcome::rejected, "no event"};
-        continue;
-      }
-      if (proto::is_ephemeral(ev->kind)) {
-        // The ingest path fans ephemeral events out without storing them;
-        // one reaching this function is refused, not stored.
-        results[i] = {write_outcome::rejected, "ephemeral events are not stored"};
-        continue;
-      }
-      if (auto why = malformed(*ev)) {
-        results[i] = {write_outcome::rejected, *why};
-        continue;
-      }
-      auto channel = nip29::channel_of(*ev);
-      if (!channel) {
-        results[i] = {write_outcome::rejected, channel.error().reason};
-        continue;
-      }
-      bool command = nip29::is_group_command(ev->kind);
-      if (command && !opts.group_commands_authorized) {
-        results[i] = {write_outcome::refused, "NIP-29 group commands are not accepted on this path"};
-        continue;
-      }
-      auto [it, fresh] = first_of.emplace(std::make_pair(items[i].community_id, std::string_view(ev->id)), i);
-      if (!fresh) {
-        alias[i] = it->second;
-        continue;
-      }
-      candidate c;
-      c.item = i;
-      c.community_id = items[i].community_id;
-      c.ev = ev.get();
-      c.coordinate = proto::is_replaceable(ev->kind) || proto::is_addressable(ev->kind);
-      if (proto::is_addressable(ev->kind))
-        c.d = proto::d_tag(*ev);
-      c.channel = std::move(*channel);
-      c.check_member = c.channel.has_value() && !command;
-      cands.push_back(std::move(c));
-    }
-  }
+  // S1's answers, one entry per candidate.
+  std::vector<bool> exists, tombstoned;
+  std::vector<std::vector<std::pair<std::string, int64_t>>> heads;
+  // Channel posts: the channel's state ("open", "private:archived"...) and
+  // the author's active role, if the channel exists.
+  std::vector<std::optional<std::pair<std::string, std::optional<std::string>>>> posts;
+  // What phase B writes.
+  std::vector<size_t> to_insert;  // indexes into cands, still in (community, id) order
+  std::vector<std::pair<int64_t, std::string>> replaced_heads;
+  // Phase B's answers that are read back, by position among its statements.
+  std::optional<size_t> insert_at, ttl_at;
+};
 
-  // Several versions of one coordinate in the batch: only the winner can be
-  // stored; the others are superseded without touching the database.
-  {
-    std::map<coordinate_key, size_t> winner;  // -> index into cands
-    for (size_t k = 0; k < cands.size(); ++k) {
-      const auto& c = cands[k];
-      if (!c.coordinate)
-        continue;
-      coordinate_key key{c.community_id, c.ev->kind, c.ev->pubkey, c.d};
-      auto [it, fresh] = winner.emplace(key, k);
-      if (fresh)
-        continue;
-      const auto& w = cands[it->second];
-      size_t loser = k;
-      if (beats(c.ev->created_at, c.ev->id, w.ev->created_at, w.ev->id)) {
-        loser = it->second;
-        it->second = k;
-      }
-      results[cands[loser].item] = {write_outcome::superseded,
-                                    "a newer version of this replaceable event is in the same batch"};
-      cands[loser].ev = nullptr;  // dropped
+void batch_write::collect_candidates() {
+  std::map<std::pair<int64_t, std::string_view>, size_t> first_of;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& ev = items[i].ev;
+    if (!ev) {
+      results[i] = {write_outcome::rejected, "no event"};
+      continue;
     }
-    std::erase_if(cands, [](const candidate& c) { return c.ev == nullptr; });
+    if (proto::is_ephemeral(ev->kind)) {
+      // The ingest path fans ephemeral events out without storing them;
+      // one reaching this function is refused, not stored.
+      results[i] = {write_outcome::rejected, "ephemeral events are not stored"};
+      continue;
+    }
+    if (auto why = malformed(*ev)) {
+      results[i] = {write_outcome::rejected, *why};
+      continue;
+    }
+    auto channel = nip29::channel_of(*ev);
+    if (!channel) {
+      results[i] = {write_outcome::rejected, channel.error().reason};
+      continue;
+    }
+    bool command = nip29::is_group_command(ev->kind);
+    if (command && !opts.group_commands_authorized) {
+      results[i] = {write_outcome::refused, "NIP-29 group commands are not accepted on this path"};
+      continue;
+    }
+    auto [it, fresh] =
+      first_of.emplace(std::make_pair(items[i].community_id, std::string_view(ev->id)), i);
+    if (!fresh) {
+      alias[i] = it->second;
+      continue;
+    }
+    candidate c;
+    c.item = i;
+    c.community_id = items[i].community_id;
+    c.ev = ev.get();
+    c.coordinate = proto::is_replaceable(ev->kind) || proto::is_addressable(ev->kind);
+    if (proto::is_addressable(ev->kind))
+      c.d = proto::d_tag(*ev);
+    c.channel = std::move(*channel);
+    c.check_member = c.channel.has_value() && !command;
+    cands.push_back(std::move(c));
   }
+}
 
-  // Insertion order: (community_id, id), so concurrent batches take primary
-  // key locks in the same order and cannot deadlock on them.
+// Several versions of one coordinate in the batch: only the winner can be
+// stored; the others are superseded without touching the database.
+void batch_write::drop_batch_losers() {
+  std::map<coordinate_key, size_t> winner;  // -> index into cands
+  for (size_t k = 0; k < cands.size(); ++k) {
+    const auto& c = cands[k];
+    if (!c.coordinate)
+      continue;
+    coordinate_key key{c.community_id, c.ev->kind, c.ev->pubkey, c.d};
+    auto [it, fresh] = winner.emplace(key, k);
+    if (fresh)
+      continue;
+    const auto& w = cands[it->second];
+    size_t loser = k;
+    if (beats(c.ev->created_at, c.ev->id, w.ev->created_at, w.ev->id)) {
+      loser = it->second;
+      it->second = k;
+    }
+    results[cands[loser].item] = {write_outcome::superseded,
+                                  "a newer version of this replaceable event is in the same batch"};
+    cands[loser].ev = nullptr;  // dropped
+  }
+  std::erase_if(cands, [](const candidate& c) { return c.ev == nullptr; });
+}
+
+// Insertion order: (community_id, id), so concurrent batches take primary
+// key locks in the same order and cannot deadlock on them.
+void batch_write::sort_for_insertion() {
   std::sort(cands.begin(), cands.end(), [](const candidate& a, const candidate& b) {
     return std::tie(a.community_id, a.ev->id) < std::tie(b.community_id, b.ev->id);
   });
+}
 
-  auto finish_aliases = [&] {
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!alias[i])
-        continue;
-      const auto& first = results[*alias[i]];
-      if (first.outcome == write_outcome::stored)
-        results[i] = {write_outcome::duplicate, ""};
+void batch_write::finish_aliases() {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!alias[i])
+      continue;
+    const auto& first = results[*alias[i]];
+    if (first.outcome == write_outcome::stored)
+      results[i] = {write_outcome::duplicate, ""};
+    else
+      results[i] = first;
+  }
+}
+
+// Phase A. S0: replacement locks, sorted by key hash, one statement.
+void batch_write::add_lock_call(std::vector<statement_call>& phase_a) const {
+  array_literal keys;
+  for (const auto& c : cands) {
+    if (c.coordinate)
+      keys.text(lock_key_hex(c.community_id, c.ev->kind, c.ev->pubkey, c.d));
+    if (c.ev->kind == 5)
+      for (const auto& t : c.ev->tags)
+        if (t.size() >= 2 && t[0] == "a")
+          if (auto a = parse_a_target(t[1], c.ev->pubkey))
+            keys.text(lock_key_hex(c.community_id, a->kind, c.ev->pubkey, a->d));
+  }
+  if (!keys.empty())
+    phase_a.push_back({stmt_lock, {keys.str()}});
+}
+
+// S1: existing ids, live heads, deletions already stored.
+void batch_write::add_check_call(std::vector<statement_call>& phase_a) const {
+  array_literal community, id, pubkey, kind, created, d_hex, a_hex, channel;
+  for (const auto& c : cands) {
+    community.integer(c.community_id);
+    id.text(c.ev->id);
+    pubkey.text(c.ev->pubkey);
+    kind.integer(c.ev->kind);
+    created.integer(c.ev->created_at);
+    if (c.coordinate) {
+      d_hex.text(hex_of(c.d));
+      auto a = a_value_of(c.ev->kind, c.ev->pubkey, c.d);
+      if (a.size() <= max_indexed_tag_value)
+        a_hex.text(hex_of(a));
       else
-        results[i] = first;
-    }
-  };
-  if (cands.empty()) {
-    finish_aliases();
-    return results;
-  }
-  // Phase A. S0: replacement locks, sorted by key hash, one statement.
-  std::vector<statement_call> phase_a;
-  {
-    array_literal keys;
-    for (const auto& c : cands) {
-      if (c.coordinate)
-        keys.text(lock_key_hex(c.community_id, c.ev->kind, c.ev->pubkey, c.d));
-      if (c.ev->kind == 5)
-        for (const auto& t : c.ev->tags)
-          if (t.size() >= 2 && t[0] == "a")
-            if (auto a = parse_a_target(t[1], c.ev->pubkey))
-              keys.text(lock_key_hex(c.community_id, a->kind, c.ev->pubkey, a->d));
-    }
-    if (!keys.empty())
-      phase_a.push_back({stmt_lock, {keys.str()}});
-  }
-
-  // S1: existing ids, live heads, deletions already stored.
-  std::vector<bool> exists(cands.size(), false), tombstoned(cands.size(), false);
-  std::vector<std::vector<std::pair<std::string, int64_t>>> heads(cands.size());
-  // Channel posts: the channel's state ("open", "private:archived"...) and
-  // the author's active role, if the channel exists.
-  std::vector<std::optional<std::pair<std::string, std::optional<std::string>>>> posts(cands.size());
-  {
-    array_literal community, id, pubkey, kind, created, d_hex, a_hex, channel;
-    for (const auto& c : cands) {
-      community.integer(c.community_id);
-      id.text(c.ev->id);
-      pubkey.text(c.ev->pubkey);
-      kind.integer(c.ev->kind);
-      created.integer(c.ev->created_at);
-      if (c.coordinate) {
-        d_hex.text(hex_of(c.d));
-        auto a = a_value_of(c.ev->kind, c.ev->pubkey, c.d);
-        if (a.size() <= max_indexed_tag_value)
-          a_hex.text(hex_of(a));
-        else
-          a_hex.null();
-      } else {
-        d_hex.null();
         a_hex.null();
-      }
-      if (c.check_member)
-        channel.text(*c.channel);
-      else
-        channel.null();
+    } else {
+      d_hex.null();
+      a_hex.null();
     }
-    phase_a.push_back({stmt_check, {community.str(), id.str(), pubkey.str(), kind.str(),
-                                    created.str(), d_hex.str(), a_hex.str(), channel.str()}});
-    auto answers = run(std::move(phase_a));
-    for (const auto& row : answers.back()) {
-      auto k = row[0].as<size_t>() - 1;
-      auto what = row[1].as<std::string>();
-      if (what == "x")
-        exists[k] = true;
-      else if (what == "t")
-        tombstoned[k] = true;
-      else if (what == "c")
-        posts[k].emplace(row[2].as<std::string>(),
-                         row[4].is_null() ? std::nullopt
-                                          : std::optional<std::string>(row[4].as<std::string>()));
-      else
-        heads[k].emplace_back(row[2].as<std::string>(), row[3].as<int64_t>());
-    }
+    if (c.check_member)
+      channel.text(*c.channel);
+    else
+      channel.null();
   }
+  phase_a.push_back({stmt_check, {community.str(), id.str(), pubkey.str(), kind.str(),
+                                  created.str(), d_hex.str(), a_hex.str(), channel.str()}});
+}
 
-  // Decide, per candidate: duplicate, superseded, or insert (and which heads
-  // the insert replaces).
-  std::vector<size_t> to_insert;  // indexes into cands, still in (community, id) order
-  std::vector<std::pair<int64_t, std::string>> replaced_heads;
+void batch_write::read_checks(const pqxx::result& answer) {
+  exists.assign(cands.size(), false);
+  tombstoned.assign(cands.size(), false);
+  heads.assign(cands.size(), {});
+  posts.assign(cands.size(), std::nullopt);
+  for (const auto& row : answer) {
+    auto k = row[0].as<size_t>() - 1;
+    auto what = row[1].as<std::string>();
+    if (what == "x")
+      exists[k] = true;
+    else if (what == "t")
+      tombstoned[k] = true;
+    else if (what == "c")
+      posts[k].emplace(row[2].as<std::string>(),
+                       row[4].is_null() ? std::nullopt
+                                        : std::optional<std::string>(row[4].as<std::string>()));
+    else
+      heads[k].emplace_back(row[2].as<std::string>(), row[3].as<int64_t>());
+  }
+}
+
+// Decide, per candidate: duplicate, superseded, or insert (and which heads
+// the insert replaces).
+void batch_write::decide() {
   for (size_t k = 0; k < cands.size(); ++k) {
     const auto& c = cands[k];
     auto& res = results[c.item];
@@ -405,66 +433,70 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
       replaced_heads.emplace_back(c.community_id, hid);
     to_insert.push_back(k);
   }
+}
 
-  // Phase B. S2: soft-delete the heads the new versions replace (before S3,
-  // so the one-live-head unique index never sees two).
-  std::vector<statement_call> phase_b;
-  if (!replaced_heads.empty()) {
-    std::sort(replaced_heads.begin(), replaced_heads.end());
-    array_literal community, id;
-    for (const auto& [cid, hid] : replaced_heads) {
-      community.integer(cid);
-      id.text(hid);
-    }
-    phase_b.push_back({stmt_replace, {community.str(), id.str()}});
+// Phase B. S2: soft-delete the heads the new versions replace (before S3,
+// so the one-live-head unique index never sees two).
+void batch_write::add_replace_call(std::vector<statement_call>& phase_b) {
+  if (replaced_heads.empty())
+    return;
+  std::sort(replaced_heads.begin(), replaced_heads.end());
+  array_literal community, id;
+  for (const auto& [cid, hid] : replaced_heads) {
+    community.integer(cid);
+    id.text(hid);
   }
+  phase_b.push_back({stmt_replace, {community.str(), id.str()}});
+}
 
-  // S3: events and their tag rows, one statement.
-  std::optional<size_t> insert_at;
-  if (!to_insert.empty()) {
-    array_literal community, id, pubkey, created, kind, d_hex, raw, channel;
-    array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
-    for (size_t k : to_insert) {
-      const auto& c = cands[k];
-      const auto& ev = *c.ev;
-      community.integer(c.community_id);
-      id.text(ev.id);
-      pubkey.text(ev.pubkey);
-      created.integer(ev.created_at);
-      kind.integer(ev.kind);
-      if (proto::is_addressable(ev.kind))
-        d_hex.text(hex_of(c.d));
-      else
-        d_hex.null();
-      raw.text(ev.raw);
-      if (c.channel)
-        channel.text(*c.channel);
-      else
-        channel.null();
-      // One row per distinct (single-letter name, first value) of the event.
-      std::set<std::pair<char, std::string_view>> seen;
-      for (const auto& t : ev.tags) {
-        if (t.size() < 2 || t[0].size() != 1 || !is_letter(t[0][0]))
-          continue;
-        if (t[1].size() > max_indexed_tag_value)
-          continue;
-        if (!seen.emplace(t[0][0], t[1]).second)
-          continue;
-        t_community.integer(c.community_id);
-        t_event.text(ev.id);
-        t_name.text(t[0]);
-        t_value.text(hex_of(t[1]));
-        t_kind.integer(ev.kind);
-        t_created.integer(ev.created_at);
-      }
+// S3: events and their tag rows, one statement.
+void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
+  if (to_insert.empty())
+    return;
+  array_literal community, id, pubkey, created, kind, d_hex, raw, channel;
+  array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
+  for (size_t k : to_insert) {
+    const auto& c = cands[k];
+    const auto& ev = *c.ev;
+    community.integer(c.community_id);
+    id.text(ev.id);
+    pubkey.text(ev.pubkey);
+    created.integer(ev.created_at);
+    kind.integer(ev.kind);
+    if (proto::is_addressable(ev.kind))
+      d_hex.text(hex_of(c.d));
+    else
+      d_hex.null();
+    raw.text(ev.raw);
+    if (c.channel)
+      channel.text(*c.channel);
+    else
+      channel.null();
+    // One row per distinct (single-letter name, first value) of the event.
+    std::set<std::pair<char, std::string_view>> seen;
+    for (const auto& t : ev.tags) {
+      if (t.size() < 2 || t[0].size() != 1 || !is_letter(t[0][0]))
+        continue;
+      if (t[1].size() > max_indexed_tag_value)
+        continue;
+      if (!seen.emplace(t[0][0], t[1]).second)
+        continue;
+      t_community.integer(c.community_id);
+      t_event.text(ev.id);
+      t_name.text(t[0]);
+      t_value.text(hex_of(t[1]));
+      t_kind.integer(ev.kind);
+      t_created.integer(ev.created_at);
     }
-    insert_at = phase_b.size();
-    phase_b.push_back({stmt_insert, {community.str(), id.str(), pubkey.str(), created.str(),
-                                     kind.str(), d_hex.str(), raw.str(), t_community.str(),
-                                     t_event.str(), t_name.str(), t_value.str(), t_kind.str(),
-                                     t_created.str(), channel.str()}});
   }
+  insert_at = phase_b.size();
+  phase_b.push_back({stmt_insert, {community.str(), id.str(), pubkey.str(), created.str(),
+                                   kind.str(), d_hex.str(), raw.str(), t_community.str(),
+                                   t_event.str(), t_name.str(), t_value.str(), t_kind.str(),
+                                   t_created.str(), channel.str()}});
+}
 
+void batch_write::add_delete_and_ttl_calls(std::vector<statement_call>& phase_b) {
   array_literal del_community, del_author, del_target;
   array_literal a_community, a_author, a_kind, a_d, a_until;
   bool any_deletion = false;
@@ -512,14 +544,13 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
 
   // S5: the TTL refresh, last, so the channel_ttl keys (after replacement and
   // membership in the lock order) are held for the shortest time.
-  std::optional<size_t> ttl_at;
   if (any_channel) {
     ttl_at = phase_b.size();
     phase_b.push_back({stmt_ttl, {ttl_community.str(), ttl_channel.str()}});
   }
+}
 
-  auto answers = run(std::move(phase_b));
-
+void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
   std::set<std::pair<int64_t, std::string>> inserted;
   if (insert_at)
     for (const auto& row : answers[*insert_at])
@@ -544,11 +575,38 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
     if (!r.empty() && !r[0][0].is_null() && r[0][0].as<int>() < 0)
       ttl_refresh_failure_count.fetch_add(1, std::memory_order_relaxed);
   }
-
-  finish_aliases();
-  return results;
 }
 
+// The batch in two phases, whatever runs them: phase A (S0 lock, S1 check)
+// whose answers decide each candidate, then phase B (S2 replace, S3 insert,
+// S4 delete, S5 ttl). Phase B's statements do not depend on one another's
+// answers (a client with pipelining could send each phase at once).
+std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
+                                          const write_options& opts, const phase_runner& run) {
+  batch_write b(items, opts);
+  b.collect_candidates();
+  b.drop_batch_losers();
+  b.sort_for_insertion();
+  if (b.cands.empty()) {
+    b.finish_aliases();
+    return std::move(b.results);
+  }
+
+  std::vector<statement_call> phase_a;
+  b.add_lock_call(phase_a);
+  b.add_check_call(phase_a);
+  b.read_checks(run(std::move(phase_a)).back());
+  b.decide();
+
+  std::vector<statement_call> phase_b;
+  b.add_replace_call(phase_b);
+  b.add_insert_call(phase_b);
+  b.add_delete_and_ttl_calls(phase_b);
+  b.read_writes(run(std::move(phase_b)));
+
+  b.finish_aliases();
+  return std::move(b.results);
+}
 }  // namespace
 
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
