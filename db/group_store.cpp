@@ -99,6 +99,152 @@ void apply_roster_changes(pqxx::work& tx, int64_t community_id, const std::strin
 
 std::optional<std::string> opt_text(const std::optional<std::string>& v) { return v; }
 
+void lock_for_command(pqxx::work& tx, int64_t community_id, const nip29::group_command& cmd) {
+  const bool changes_membership = cmd.kind != nip29::kind_edit_metadata &&
+                                  cmd.kind != nip29::kind_delete_event;
+  if (changes_membership)
+    lock_exclusive(tx, membership_lock_key(community_id, cmd.group));
+  else
+    lock_shared(tx, membership_lock_key(community_id, cmd.group));
+  if (cmd.kind == nip29::kind_edit_metadata && cmd.ttl_seconds)
+    // A TTL change: every commit refreshing this channel's deadline holds the
+    // key SHARED, so it either committed before this or waits and then
+    // computes its deadline from the new TTL.
+    lock_exclusive(tx, channel_ttl_lock_key(community_id, cmd.group));
+}
+
+bool stored_before(pqxx::work& tx, int64_t community_id, const std::string& id) {
+  return is_hex64(id) &&
+         !tx.exec_params("SELECT 1 FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
+                         community_id, id)
+            .empty();
+}
+
+// The rules of the command on the facts read under its lock: the roster
+// changes it asks for (none but for 9000, 9001, 9021 and 9022), or why not.
+result<std::vector<nip29::roster_change>> check_command(const nip29::group_command& cmd,
+                                                        const std::string& actor,
+                                                        const nip29::channel_view& channel,
+                                                        const nip29::roster& members) {
+  switch (cmd.kind) {
+    case nip29::kind_create_group:
+      if (auto st = nip29::may_create(channel); !st.ok())
+        return st;
+      return std::vector<nip29::roster_change>{};
+    case nip29::kind_put_user:
+    case nip29::kind_remove_user:
+    case nip29::kind_join_request:
+    case nip29::kind_leave_request:
+      return nip29::plan_membership(cmd, actor, channel, members);
+    default:
+      if (auto st = nip29::authorize(cmd, actor, channel, members); !st.ok())
+        return st;
+      return std::vector<nip29::roster_change>{};
+  }
+}
+
+// An outcome that changed nothing: the transaction rolls back.
+command_outcome unchanged(pqxx::work& tx, write_result result) {
+  tx.abort();
+  return {std::move(result), {}};
+}
+
+// 9007 creates the channel before its event is stored (the event is the
+// channel's first, with `h` naming it).
+void create_channel(pqxx::work& tx, int64_t community_id, const nip29::group_command& cmd,
+                    const std::string& actor) {
+  std::optional<int32_t> ttl = cmd.ttl_seconds.value_or(std::nullopt);
+  tx.exec_params(
+    "INSERT INTO channels (community_id, id, name, about, picture, visibility, ttl_seconds, "
+    "                      ttl_deadline, created_by) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, "
+    "        CASE WHEN $7::int IS NULL THEN NULL "
+    "             ELSE clock_timestamp() + make_interval(secs => $7::int) END, "
+    "        decode($8, 'hex'))",
+    community_id, cmd.group, cmd.name.value_or(""), cmd.about.value_or(""),
+    cmd.picture.value_or(""), cmd.is_private.value_or(false) ? "private" : "open",
+    ttl, actor);
+}
+
+// 9005, before the command's own event is written: that write ends with its
+// TTL refresh, which locks an ephemeral channel's row, and an ingest batch
+// locks event rows (NIP-09, replacement) before that same row. Event rows
+// first, in key order, on both paths.
+void delete_channel_events(pqxx::work& tx, int64_t community_id,
+                           const nip29::group_command& cmd) {
+  array_literal ids;
+  for (const auto& id : cmd.event_ids)
+    ids.bytea_hex(id);
+  // Only events of this channel: a moderator's reach ends at its border.
+  tx.exec_params(
+    "UPDATE events e SET deleted_at = now() "
+    "  FROM (SELECT x.community_id, x.id FROM events x "
+    "         WHERE x.community_id = $1 AND x.id = ANY($2::bytea[]) AND x.channel = $3 "
+    "           AND x.deleted_at IS NULL ORDER BY x.id FOR UPDATE) AS t "
+    " WHERE e.community_id = t.community_id AND e.id = t.id",
+    community_id, ids.str(), cmd.group);
+}
+
+void edit_metadata(pqxx::work& tx, int64_t community_id, const nip29::group_command& cmd,
+                   const nip29::channel_view& before, group_change& out) {
+  std::optional<std::string> visibility;
+  if (cmd.is_private)
+    visibility = *cmd.is_private ? "private" : "open";
+  bool ttl_given = cmd.ttl_seconds.has_value();
+  std::optional<int32_t> ttl = ttl_given ? *cmd.ttl_seconds : std::nullopt;
+  tx.exec_params(
+    "UPDATE channels SET name = coalesce($3, name), about = coalesce($4, about), "
+    "       picture = coalesce($5, picture), visibility = coalesce($6, visibility), "
+    "       ttl_seconds = CASE WHEN $7 THEN $8::int ELSE ttl_seconds END, "
+    "       ttl_deadline = CASE WHEN NOT $7 THEN ttl_deadline "
+    "                           WHEN $8::int IS NULL THEN NULL "
+    "                           ELSE clock_timestamp() + make_interval(secs => $8::int) END "
+    " WHERE community_id = $1 AND id = $2",
+    community_id, cmd.group, opt_text(cmd.name), opt_text(cmd.about), opt_text(cmd.picture),
+    visibility, ttl_given, ttl);
+  out.metadata_changed = true;
+  out.became_private = before.open && cmd.is_private.value_or(false);
+}
+
+void delete_group(pqxx::work& tx, int64_t community_id, const std::string& channel,
+                  group_change& out) {
+  tx.exec_params("UPDATE channels SET deleted_at = now() WHERE community_id = $1 AND id = $2",
+                 community_id, channel);
+  // The relay-signed state goes with the group (all versions are already
+  // superseded but the head).
+  tx.exec_params(
+    "UPDATE events SET deleted_at = now() "
+    " WHERE community_id = $1 AND d_tag = $2 AND kind BETWEEN 39000 AND 39003 "
+    "   AND deleted_at IS NULL",
+    community_id, channel);
+  out.deleted = true;
+}
+
+// The command's change once its event is stored.
+void apply_change(pqxx::work& tx, int64_t community_id, const nip29::group_command& cmd,
+                  const std::string& actor, const nip29::channel_view& before,
+                  const std::vector<nip29::roster_change>& roster_changes, group_change& out) {
+  switch (cmd.kind) {
+    case nip29::kind_create_group:
+    case nip29::kind_put_user:
+    case nip29::kind_remove_user:
+    case nip29::kind_join_request:
+    case nip29::kind_leave_request:
+      apply_roster_changes(tx, community_id, cmd.group, actor, roster_changes, out);
+      break;
+    case nip29::kind_edit_metadata:
+      edit_metadata(tx, community_id, cmd, before, out);
+      break;
+    case nip29::kind_delete_event:
+      break;  // done before the command's own event was written
+    case nip29::kind_delete_group:
+      delete_group(tx, community_id, cmd.group, out);
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 command_outcome apply_group_command(pqxx::connection& conn, int64_t community_id,
@@ -114,157 +260,43 @@ command_outcome apply_group_command(pqxx::connection& conn, int64_t community_id
   out.change.channel = cmd.group;
 
   pqxx::work tx(conn);
-  const bool changes_membership = cmd.kind != nip29::kind_edit_metadata &&
-                                  cmd.kind != nip29::kind_delete_event;
-  if (changes_membership)
-    lock_exclusive(tx, membership_lock_key(community_id, cmd.group));
-  else
-    lock_shared(tx, membership_lock_key(community_id, cmd.group));
-  if (cmd.kind == nip29::kind_edit_metadata && cmd.ttl_seconds)
-    // A TTL change: every commit refreshing this channel's deadline holds the
-    // key SHARED, so it either committed before this or waits and then
-    // computes its deadline from the new TTL.
-    lock_exclusive(tx, channel_ttl_lock_key(community_id, cmd.group));
+  lock_for_command(tx, community_id, cmd);
 
   // A command already stored (same id) was applied when it was first stored:
   // `duplicate`, whatever the rules say about it now (a retried 9007 is not
   // "group already exists"; a re-sent 9000 by a since-demoted admin is not
   // refused). Under an EXCLUSIVE lock a concurrent copy has committed by now;
   // under a SHARED one (9002, 9005) write_events still answers `duplicate`.
-  if (is_hex64(ev->id) &&
-      !tx.exec_params("SELECT 1 FROM events WHERE community_id = $1 AND id = decode($2, 'hex')",
-                      community_id, ev->id)
-         .empty()) {
-    out.result = {write_outcome::duplicate, ""};
-    out.change = {};
-    tx.abort();
-    return out;
-  }
+  if (stored_before(tx, community_id, ev->id))
+    return unchanged(tx, {write_outcome::duplicate, ""});
 
   auto channel = read_channel(tx, community_id, cmd.group);
   auto members = read_roster(tx, community_id, cmd.group);
-
-  auto refuse = [&](const status& st) {
-    out.result = {st.code == ec::invalid ? write_outcome::rejected : write_outcome::refused,
-                  st.reason};
-    out.change = {};
-    tx.abort();
-    return out;
-  };
-
-  std::vector<nip29::roster_change> roster_changes;
-  switch (cmd.kind) {
-    case nip29::kind_create_group:
-      if (auto st = nip29::may_create(channel.view); !st.ok())
-        return refuse(st);
-      break;
-    case nip29::kind_put_user:
-    case nip29::kind_remove_user:
-    case nip29::kind_join_request:
-    case nip29::kind_leave_request: {
-      auto plan = nip29::plan_membership(cmd, actor, channel.view, members);
-      if (!plan)
-        return refuse(plan.error());
-      roster_changes = std::move(*plan);
-      break;
-    }
-    default:
-      if (auto st = nip29::authorize(cmd, actor, channel.view, members); !st.ok())
-        return refuse(st);
+  auto planned = check_command(cmd, actor, channel.view, members);
+  if (!planned) {
+    const auto& st = planned.error();
+    return unchanged(
+      tx, {st.code == ec::invalid ? write_outcome::rejected : write_outcome::refused, st.reason});
   }
+  auto roster_changes = std::move(*planned);
 
-  // 9007 creates the channel before its event is stored (the event is the
-  // channel's first, with `h` naming it).
   if (cmd.kind == nip29::kind_create_group) {
-    std::optional<int32_t> ttl = cmd.ttl_seconds ? *cmd.ttl_seconds : std::nullopt;
-    tx.exec_params(
-      "INSERT INTO channels (community_id, id, name, about, picture, visibility, ttl_seconds, "
-      "                      ttl_deadline, created_by) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, "
-      "        CASE WHEN $7::int IS NULL THEN NULL "
-      "             ELSE clock_timestamp() + make_interval(secs => $7::int) END, "
-      "        decode($8, 'hex'))",
-      community_id, cmd.group, cmd.name.value_or(""), cmd.about.value_or(""),
-      cmd.picture.value_or(""), cmd.is_private.value_or(false) ? "private" : "open",
-      ttl, actor);
+    create_channel(tx, community_id, cmd, actor);
     roster_changes.push_back({actor, nip29::role::owner});
     out.change.metadata_changed = true;
   }
-
-  if (cmd.kind == nip29::kind_delete_event) {
-    // Before the command's own event is written: that write ends with its
-    // TTL refresh, which locks an ephemeral channel's row, and an ingest
-    // batch locks event rows (NIP-09, replacement) before that same row.
-    // Event rows first, in key order, on both paths.
-    array_literal ids;
-    for (const auto& id : cmd.event_ids)
-      ids.bytea_hex(id);
-    // Only events of this channel: a moderator's reach ends at its border.
-    tx.exec_params(
-      "UPDATE events e SET deleted_at = now() "
-      "  FROM (SELECT x.community_id, x.id FROM events x "
-      "         WHERE x.community_id = $1 AND x.id = ANY($2::bytea[]) AND x.channel = $3 "
-      "           AND x.deleted_at IS NULL ORDER BY x.id FOR UPDATE) AS t "
-      " WHERE e.community_id = t.community_id AND e.id = t.id",
-      community_id, ids.str(), cmd.group);
-  }
+  if (cmd.kind == nip29::kind_delete_event)
+    delete_channel_events(tx, community_id, cmd);
 
   write_options opts;
   opts.group_commands_authorized = true;
   auto written = write_events(tx, {ingest_item{community_id, ev}}, opts);
   out.result = written.at(0);
-  if (out.result.outcome != write_outcome::stored) {
+  if (out.result.outcome != write_outcome::stored)
     // A duplicate command (same id) was applied when it was first stored.
-    out.change = {};
-    tx.abort();
-    return out;
-  }
+    return unchanged(tx, out.result);
 
-  switch (cmd.kind) {
-    case nip29::kind_create_group:
-    case nip29::kind_put_user:
-    case nip29::kind_remove_user:
-    case nip29::kind_join_request:
-    case nip29::kind_leave_request:
-      apply_roster_changes(tx, community_id, cmd.group, actor, roster_changes, out.change);
-      break;
-    case nip29::kind_edit_metadata: {
-      std::optional<std::string> visibility;
-      if (cmd.is_private)
-        visibility = *cmd.is_private ? "private" : "open";
-      bool ttl_given = cmd.ttl_seconds.has_value();
-      std::optional<int32_t> ttl = ttl_given ? *cmd.ttl_seconds : std::nullopt;
-      tx.exec_params(
-        "UPDATE channels SET name = coalesce($3, name), about = coalesce($4, about), "
-        "       picture = coalesce($5, picture), visibility = coalesce($6, visibility), "
-        "       ttl_seconds = CASE WHEN $7 THEN $8::int ELSE ttl_seconds END, "
-        "       ttl_deadline = CASE WHEN NOT $7 THEN ttl_deadline "
-        "                           WHEN $8::int IS NULL THEN NULL "
-        "                           ELSE clock_timestamp() + make_interval(secs => $8::int) END "
-        " WHERE community_id = $1 AND id = $2",
-        community_id, cmd.group, opt_text(cmd.name), opt_text(cmd.about), opt_text(cmd.picture),
-        visibility, ttl_given, ttl);
-      out.change.metadata_changed = true;
-      out.change.became_private = channel.view.open && cmd.is_private.value_or(false);
-      break;
-    }
-    case nip29::kind_delete_event:
-      break;  // done before the command's own event was written
-    case nip29::kind_delete_group:
-      tx.exec_params("UPDATE channels SET deleted_at = now() WHERE community_id = $1 AND id = $2",
-                     community_id, cmd.group);
-      // The relay-signed state goes with the group (all versions are already
-      // superseded but the head).
-      tx.exec_params(
-        "UPDATE events SET deleted_at = now() "
-        " WHERE community_id = $1 AND d_tag = $2 AND kind BETWEEN 39000 AND 39003 "
-        "   AND deleted_at IS NULL",
-        community_id, cmd.group);
-      out.change.deleted = true;
-      break;
-    default:
-      break;
-  }
+  apply_change(tx, community_id, cmd, actor, channel.view, roster_changes, out.change);
   tx.commit();
   return out;
 }
