@@ -22,7 +22,7 @@
 
 #include "messages/proto/nip29.hpp"
 
-// The write path for events (DESIGN §4, §5).
+// The write path for events (docs/write-path.md, docs/lock-protocol.md).
 //
 // A batch is ONE transaction with a constant number of statements, whatever
 // its size (each one skipped when it has nothing to do), in two phases: the

@@ -1,6 +1,6 @@
 // Regressions from the independent red-team review of docs/channels.md:
 //
-//  (E1, the stale grant, lives in tests/actors/connection_channels_test.cpp.)
+//  (E1, the stale grant, lives in tests/actors/connection/connection_channels_test.cpp.)
 //
 //  E2 (side effects of an in-doubt command): a removal whose COMMIT succeeded
 //     but whose outcome the group session could not read (the connection
@@ -32,7 +32,7 @@
 #include "messages/proto/client_message.hpp"
 #include "messages/proto/nip29.hpp"
 #include "tests/actors/actor_fixture.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 #include "tests/support/event_builder.hpp"
 
 using namespace waggle;

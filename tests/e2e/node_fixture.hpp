@@ -16,7 +16,7 @@
 #include "gateway/server.hpp"
 #include "gateway/ws_client.hpp"
 #include "messages/proto/client_message.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 #include "tests/support/event_builder.hpp"
 
 namespace waggle::e2e {

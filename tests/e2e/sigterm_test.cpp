@@ -16,7 +16,7 @@
 #include "gateway/ws_client.hpp"
 #include "tests/e2e/free_port.hpp"
 #include "messages/proto/event.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 extern char** environ;
 

@@ -21,7 +21,7 @@
 #include "db/roster_fence.hpp"
 #include "gateway/ws_client.hpp"
 #include "tests/e2e/free_port.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 extern char** environ;
 

@@ -5,7 +5,7 @@
 #include <latch>
 #include <thread>
 
-#include "tests/pg/write_fixture.hpp"
+#include "tests/db/write_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

@@ -1,8 +1,8 @@
 #pragma once
 
-// The fixture of the write-path tests (tests/pg/event_*_test.cpp).
+// The fixture of the write-path tests (tests/db/event_*_test.cpp).
 
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "messages/proto/filter.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

@@ -26,7 +26,7 @@
 
 #include "db/group_store.hpp"
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/channel_fixture.hpp"
+#include "tests/db/channel_fixture.hpp"
 
 namespace waggle::proto::nip29 {
 // Roles by name in failure messages (rosters are maps pubkey -> role).

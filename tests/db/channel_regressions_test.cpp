@@ -25,7 +25,7 @@
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/channel_fixture.hpp"
+#include "tests/db/channel_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

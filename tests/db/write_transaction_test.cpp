@@ -4,7 +4,7 @@
 // open would be lost with the connection, and the next one would run inside
 // an aborted block. (Guards any change to how BEGIN and COMMIT are sent.)
 
-#include "tests/pg/write_fixture.hpp"
+#include "tests/db/write_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

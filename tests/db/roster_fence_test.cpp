@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "db/roster_fence.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

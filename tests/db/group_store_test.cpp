@@ -2,7 +2,7 @@
 // (9000-9022) run through db::apply_group_command with signed events, posts
 // through db::write_batch, the relay-signed roster (39000-39002) through
 // db::publish_roster, read access and the TTL reaper. The rules themselves
-// are unit-tested in tests/unit/nip29_test.cpp; these tests check that the
+// are unit-tested in tests/messages/nip29_test.cpp; these tests check that the
 // store applies them to the rows it reads and writes.
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/write_fixture.hpp"
+#include "tests/db/write_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {

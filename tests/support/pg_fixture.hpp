@@ -1,6 +1,6 @@
 #pragma once
 
-// Shared fixture of the PostgreSQL-backed tests (tests/pg).
+// Shared fixture of the PostgreSQL-backed tests (tests/db).
 //
 // WAGGLE_TEST_DATABASE_URL names a server where the user may CREATE DATABASE
 // (e.g. postgresql://postgres@127.0.0.1:55432/postgres). Unset or unreachable

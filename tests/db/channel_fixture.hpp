@@ -1,6 +1,6 @@
 #pragma once
 
-// Events for the channel tests (tests/pg/channel_*_test.cpp): signed NIP-29
+// Events for the channel tests (tests/db/channel_*_test.cpp): signed NIP-29
 // commands and channel posts by the test signers of pg_fixture.hpp.
 
 #include <atomic>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "messages/proto/nip29.hpp"
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
 

@@ -3,7 +3,7 @@
 #include <latch>
 #include <thread>
 
-#include "tests/pg/pg_fixture.hpp"
+#include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
 namespace {
