@@ -9,7 +9,7 @@
 // every event would still pay a whole transaction; there ingest holds a batch
 // until its oldest event has waited commit_delay (or the batch is full), as
 // PostgreSQL's commit_delay/commit_siblings do for WAL flushes
-// (docs/benchmarks.md, "Group commit"). Each sender hears back only after its
+// (docs/write-path.md, docs/benchmarks.md). Each sender hears back only after its
 // batch committed; committed events then go to the fanout hub.
 
 #include <array>
@@ -26,7 +26,7 @@ namespace waggle {
 
 struct ingest_settings {
   size_t max_batch = 512;
-  size_t max_queue = 20000;  // beyond this, events are refused as rate-limited
+  size_t max_queue = 20000;  // beyond this, events are answered "error: ingest queue full"
   // Hold a batch up to this long for more events (0 = never) ...
   std::chrono::microseconds commit_delay{2000};
   // ... but only while at least this many authors (event pubkeys) have sent
