@@ -138,8 +138,7 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
   read_access access{{*channel}, {ptr->pubkey}};
   self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
     .then(
-      [this, ptr, fan_out](access_reply& reply) {
-        trace_reply_in(env, self->current_sender(), reply);
+      traced_reply<access_reply>(self, env, [this, ptr, fan_out](access_reply& reply) {
         --events_in_flight;
         if (!reply.err.ok() && reply.err.code != ec::restricted)
           reject(ptr->id, reply.err);
@@ -148,7 +147,7 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
         else
           fan_out(ptr);
         finish_drain_if_idle();
-      },
+      }),
       [this, ptr](caf::error&) {
         --events_in_flight;
         reject(ptr->id, {ec::unavailable, "access check failed"});
@@ -194,25 +193,23 @@ void connection_state::on_req(proto::req_msg&& req) {
   // A REQ naming channels is access-checked before it is registered: a
   // refused one gets CLOSED and never any live event.
   auto sub_id = req.sub_id;
-  self
-    ->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
-    .then(
-      [this, sub_id, generation, filters = std::move(req.filters),
-       access](access_reply& reply) mutable {
-        trace_reply_in(env, self->current_sender(), reply);
-        if (!is_current(sub_id, generation))
-          return;
-        if (!reply.err.ok())
-          return end_subscription(sub_id, reply.err.message());
-        auto& sub = subs[sub_id];
-        for (auto& g : reply.grants)
-          sub.grants[g.channel] = std::move(g);
-        subscribe(sub_id, generation, std::move(filters), std::move(access));
-      },
-      [this, sub_id, generation](caf::error&) {
-        if (is_current(sub_id, generation))
-          end_subscription(sub_id, "error: access check failed");
-      });
+  auto on_access = [this, sub_id, generation, filters = std::move(req.filters),
+                    access](access_reply& reply) mutable {
+    if (!is_current(sub_id, generation))
+      return;
+    if (!reply.err.ok())
+      return end_subscription(sub_id, reply.err.message());
+    auto& sub = subs[sub_id];
+    for (auto& g : reply.grants)
+      sub.grants[g.channel] = std::move(g);
+    subscribe(sub_id, generation, std::move(filters), std::move(access));
+  };
+  self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
+    .then(traced_reply<access_reply>(self, env, std::move(on_access)),
+          [this, sub_id, generation](caf::error&) {
+            if (is_current(sub_id, generation))
+              end_subscription(sub_id, "error: access check failed");
+          });
 }
 
 read_access connection_state::access_for(const std::vector<proto::filter>& filters) const {
@@ -244,10 +241,10 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
           ->request(peers.reader, settings.read_timeout,
                     history_request{settings.community_id, std::move(filters), std::move(access)})
           .then(
-            [this, sub_id, generation](history_reply& reply) {
-              trace_reply_in(env, self->current_sender(), reply);
-              on_history(sub_id, generation, std::move(reply));
-            },
+            traced_reply<history_reply>(self, env,
+                                        [this, sub_id, generation](history_reply& reply) {
+                                          on_history(sub_id, generation, std::move(reply));
+                                        }),
             [this, sub_id, generation](caf::error&) {
               if (is_current(sub_id, generation))
                 end_subscription(sub_id, "error: history query failed");
@@ -326,13 +323,12 @@ void connection_state::on_count(proto::count_msg&& req) {
     ->request(peers.reader, settings.read_timeout,
               count_request{settings.community_id, std::move(req.filters), std::move(access)})
     .then(
-      [this, sub_id](count_reply& reply) {
-        trace_reply_in(env, self->current_sender(), reply);
+      traced_reply<count_reply>(self, env, [this, sub_id](count_reply& reply) {
         if (!reply.err.ok())
           send(proto::render_closed(sub_id, reply.err.message()));
         else
           send(proto::render_count(sub_id, reply.count));
-      },
+      }),
       [this, sub_id](caf::error&) { send(proto::render_closed(sub_id, "error: count failed")); });
 }
 
