@@ -67,9 +67,9 @@ http_submit_actor::behavior_type http_submit_actor_impl(http_submit_ptr self,
   return {
     // -- requests ---------------------------------------------------------------
     [self](http_request_in& req) {
+      auto& ctx = self->state.ctx;
       if (auto in = self->state.authorize(req))
-        self->state.on_event(trace_http_in(self->state.ctx.env, std::move(*in),
-                                           self->state.ctx.settings.community_id));
+        self->state.on_event(trace_http_in(ctx.env, std::move(*in), ctx.settings.community_id, ctx.done));
     },
     // -- replay -----------------------------------------------------------------
     [self](http_event_in& in) { self->state.on_event(in); },

@@ -211,12 +211,6 @@ void node::submit_event(const community& c, gateway::http_event_request request,
   ctx.group = handles->group;
   auto name = "http-" + std::to_string(++http_requests_);
   ctx.env = env_.for_actor(name);
-  if (ctx.env.trace && ctx.env.trace->node_level())
-    done = [trace = ctx.env.trace, name, done = std::move(done)](gateway::http_event_reply r) {
-      trace->record(name, "http_out",
-                    trace_fields{}.str("text", proto::render_ok(r.id, r.accepted, r.message)));
-      done(std::move(r));
-    };
   ctx.done = std::move(done);
   auto trace = ctx.env.trace;
   auto worker = system_->spawn(http_submit_actor_impl, std::move(ctx));

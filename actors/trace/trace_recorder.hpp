@@ -21,6 +21,8 @@
 
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
+#include "gateway/node_api.hpp"
+#include "messages/proto/client_message.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
@@ -133,14 +135,25 @@ void trace_node_message(const node_env& env, std::string_view kind, const Msg& m
 }
 
 // POST /events as NIP-98 let it in: the HTTP submit actor's input edge
-// (the Authorization header itself is never recorded). Returns `in`.
-inline http_event_in trace_http_in(const node_env& env, http_event_in in, int64_t community) {
-  if (env.trace && env.trace->node_level())
-    env.trace->record(env.actor, "http_in",
-                      trace_fields{}
-                        .num("community", community)
-                        .str("auth_pubkey", in.auth_pubkey)
-                        .str("text", in.text));
+// (the Authorization header itself is never recorded). Records `in` as
+// http_in and wraps `done` so its answer is recorded as http_out, the OK
+// frame a socket would get: only requests that have an http_in get an
+// http_out, so a trace never holds an answer without its input. Returns `in`.
+inline http_event_in trace_http_in(const node_env& env, http_event_in in, int64_t community,
+                                   std::function<void(gateway::http_event_reply)>& done) {
+  if (!env.trace || !env.trace->node_level())
+    return in;
+  env.trace->record(env.actor, "http_in",
+                    trace_fields{}
+                      .num("community", community)
+                      .str("auth_pubkey", in.auth_pubkey)
+                      .str("text", in.text));
+  done = [trace = env.trace, name = env.actor, inner = std::move(done)](
+           gateway::http_event_reply r) {
+    trace->record(name, "http_out",
+                  trace_fields{}.str("text", proto::render_ok(r.id, r.accepted, r.message)));
+    inner(std::move(r));
+  };
   return in;
 }
 
