@@ -203,6 +203,7 @@ struct batch_write {
   void collect_candidates();
   void drop_batch_losers();
   void sort_for_insertion();
+  void finish_batch_losers();
   void finish_aliases();
   void add_lock_call(std::vector<statement_call>& phase_a) const;
   void add_check_call(std::vector<statement_call>& phase_a) const;
@@ -217,6 +218,11 @@ struct batch_write {
   const write_options& opts;
   std::vector<write_result> results;
   std::vector<std::optional<size_t>> alias;  // repeated id -> first item
+  // Versions that lost to another version of their coordinate in this batch
+  // (item, coordinate), and each coordinate's winning item: a loser's
+  // "superseded" holds only if its winner ends up stored (finish_batch_losers).
+  std::vector<std::pair<size_t, coordinate_key>> losers;
+  std::map<coordinate_key, size_t> winners;
   std::vector<candidate> cands;
   // S1's answers, one entry per candidate.
   std::vector<bool> exists, tombstoned;
@@ -298,9 +304,29 @@ void batch_write::drop_batch_losers() {
     }
     results[cands[loser].item] = {write_outcome::superseded,
                                   "a newer version of this replaceable event is in the same batch"};
+    losers.emplace_back(cands[loser].item, key);
     cands[loser].ev = nullptr;  // dropped
   }
+  for (auto& [key, k] : winner)
+    winners.emplace(key, cands[k].item);
   std::erase_if(cands, [](const candidate& c) { return c.ev == nullptr; });
+}
+
+// A loser was answered "superseded" (OK true) on the strength of its winner.
+// If the winner was then refused or rejected, nothing newer is stored and
+// that answer would be a false OK: the loser fails instead, and a resend is
+// judged on its own. (A winner that is a duplicate or superseded itself
+// means a newer version is stored, so the loser's answer stands.)
+void batch_write::finish_batch_losers() {
+  for (const auto& [item, key] : losers) {
+    auto won = results[winners.at(key)].outcome;
+    if (won == write_outcome::stored || won == write_outcome::duplicate
+        || won == write_outcome::superseded)
+      continue;
+    results[item] = {write_outcome::failed,
+                     "the newer version of this event in the same batch was not stored; "
+                     "send this one again"};
+  }
 }
 
 // Insertion order: (community_id, id), so concurrent batches take primary
@@ -604,6 +630,7 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
   b.add_delete_and_ttl_calls(phase_b);
   b.read_writes(run(std::move(phase_b)));
 
+  b.finish_batch_losers();
   b.finish_aliases();
   return std::move(b.results);
 }

@@ -782,6 +782,30 @@ TEST_F(GroupStoreTest, DuplicateCommandChangesNothingTheSecondTime) {
 
 // ---- 9. posts ---------------------------------------------------------------------------
 
+// Two versions of one addressable coordinate in one batch: the older one
+// loses to the newer before the newer's membership check. When that check
+// refuses the newer one, nothing newer is stored, so the older one must not
+// be answered "duplicate: a newer version ..." (OK true): that would be a
+// false OK. It is answered failed, and a resend is judged on its own.
+TEST_F(GroupStoreTest, AVersionThatLostToARefusedVersionOfTheSameBatchIsNotAnsweredOk) {
+  auto c = community();
+  make_channel(c, "open-room");
+  auto t = next_ts();
+  auto older = make_event(outsider, 30023, t, {{"d", "note"}, {"h", "open-room"}}, "v1");
+  auto newer = make_event(outsider, 30023, t + 1, {{"d", "note"}, {"h", "open-room"}}, "v2");
+  auto r = write(c, {older, newer});
+  EXPECT_EQ(r[1].outcome, write_outcome::refused) << r[1].reason;
+  EXPECT_EQ(r[0].outcome, write_outcome::failed) << r[0].reason;
+  EXPECT_FALSE(exists(c, older.id));
+  EXPECT_FALSE(exists(c, newer.id));
+  // A member's two versions: the newer is stored and the older truly superseded.
+  auto m_older = make_event(member, 30023, t, {{"d", "note"}, {"h", "open-room"}}, "v1");
+  auto m_newer = make_event(member, 30023, t + 1, {{"d", "note"}, {"h", "open-room"}}, "v2");
+  r = write(c, {m_older, m_newer});
+  EXPECT_EQ(r[0].outcome, write_outcome::superseded);
+  EXPECT_EQ(r[1].outcome, write_outcome::stored);
+}
+
 TEST_F(GroupStoreTest, PostsNeedAnActiveMembershipOfALiveChannel) {
   auto c = community();
   make_channel(c, "open-room");
