@@ -198,7 +198,8 @@ namespace nip29 = proto::nip29;
 // the next: the answers of each step are what the next one reads.
 struct batch_write {
   batch_write(const std::vector<ingest_item>& items, const write_options& opts)
-    : items(items), opts(opts), results(items.size()), alias(items.size()) {}
+    : items(items), opts(opts), results(items.size()), alias(items.size()),
+      beaten_by_head(items.size(), false) {}
 
   void collect_candidates();
   void drop_batch_losers();
@@ -223,6 +224,7 @@ struct batch_write {
   // "superseded" holds only if its winner ends up stored (finish_batch_losers).
   std::vector<std::pair<size_t, coordinate_key>> losers;
   std::map<coordinate_key, size_t> winners;
+  std::vector<bool> beaten_by_head;  // by item: superseded by a live stored version
   std::vector<candidate> cands;
   // S1's answers, one entry per candidate.
   std::vector<bool> exists, tombstoned;
@@ -313,15 +315,18 @@ void batch_write::drop_batch_losers() {
 }
 
 // A loser was answered "superseded" (OK true) on the strength of its winner.
-// If the winner was then refused or rejected, nothing newer is stored and
-// that answer would be a false OK: the loser fails instead, and a resend is
-// judged on its own. (A winner that is a duplicate or superseded itself
-// means a newer version is stored, so the loser's answer stands.)
+// That holds only when a version newer than the loser is now live: the winner
+// was stored, or the winner itself lost to a live stored head (which then
+// beats the loser too). Anything else leaves nothing newer live: the winner
+// was refused, or it is only a deletion's target (an `e` tombstone names the
+// winner's id, not the loser's), or it is a duplicate of a row that may since
+// have been deleted. Then the loser fails, and its resend is judged alone:
+// never a false OK, at the price of one resend in these rare batches.
 void batch_write::finish_batch_losers() {
   for (const auto& [item, key] : losers) {
-    auto won = results[winners.at(key)].outcome;
-    if (won == write_outcome::stored || won == write_outcome::duplicate
-        || won == write_outcome::superseded)
+    auto w = winners.at(key);
+    auto won = results[w].outcome;
+    if (won == write_outcome::stored || (won == write_outcome::superseded && beaten_by_head[w]))
       continue;
     results[item] = {write_outcome::failed,
                      "the newer version of this event in the same batch was not stored; "
@@ -453,6 +458,7 @@ void batch_write::decide() {
         beaten = true;
     if (beaten) {
       res = {write_outcome::superseded, "a newer version of this replaceable event is stored"};
+      beaten_by_head[c.item] = true;
       continue;
     }
     for (const auto& [hid, hcreated] : heads[k])

@@ -74,6 +74,34 @@ TEST_F(WriteTest, ReplaceableVersionsInTheSameBatch) {
   EXPECT_EQ(live_rows(c, "kind = 3"), 1);
 }
 
+// An older version of a coordinate loses to a newer one in its batch before
+// either is checked against the database. When the newer one is only the
+// target of a deletion by id (kind 5 `e`), nothing newer is live: the older
+// one must not be answered OK true, and alone it is stored (a red-team review
+// found both cases; an `e` tombstone names the newer id only).
+TEST_F(WriteTest, AVersionThatLostToADeletedVersionOfItsBatchIsNotAnsweredOk) {
+  auto c = community();
+  auto older = make_event(4, 30023, 1000, {{"d", "post"}}, "v1");
+  auto newer = make_event(4, 30023, 1001, {{"d", "post"}}, "v2");
+  ASSERT_EQ(write(c, {make_event(4, 5, 1002, {{"e", newer.id}})})[0].outcome,
+            write_outcome::stored);
+  auto r = write(c, {older, newer});
+  EXPECT_EQ(r[1].outcome, write_outcome::superseded) << r[1].reason;
+  EXPECT_EQ(r[0].outcome, write_outcome::failed) << r[0].reason;
+  EXPECT_EQ(live_rows(c, "kind = 30023"), 0);
+  EXPECT_EQ(write(c, {older})[0].outcome, write_outcome::stored) << "its resend is judged alone";
+
+  // The newer one stored before and deleted by id since: the same.
+  auto a1 = make_event(4, 3, 2000, {}, "contacts v1");
+  auto a2 = make_event(4, 3, 2001, {}, "contacts v2");
+  ASSERT_EQ(write(c, {a2})[0].outcome, write_outcome::stored);
+  ASSERT_EQ(write(c, {make_event(4, 5, 2002, {{"e", a2.id}})})[0].outcome, write_outcome::stored);
+  r = write(c, {a1, a2, a1});
+  EXPECT_EQ(r[1].outcome, write_outcome::duplicate);
+  EXPECT_EQ(r[0].outcome, write_outcome::failed) << r[0].reason;
+  EXPECT_EQ(r[2].outcome, write_outcome::failed) << "an alias shares its first copy's answer";
+}
+
 TEST_F(WriteTest, ReplaceableCoordinatesAreSeparateByKindAuthorAndCommunity) {
   auto c1 = community("a");
   auto c2 = community("b");
