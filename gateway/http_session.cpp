@@ -1,7 +1,6 @@
 #include "gateway/http_session.hpp"
 
 #include <cctype>
-#include <ctime>
 #include <sstream>
 
 #include <boost/asio/dispatch.hpp>

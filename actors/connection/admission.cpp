@@ -1,7 +1,6 @@
 #include "actors/connection/admission.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include "messages/proto/nip29.hpp"
 #include "messages/values.hpp"

@@ -22,7 +22,6 @@ struct admission_policy {
 };
 
 constexpr int32_t auth_kind = 22242;
-constexpr int32_t http_auth_kind = 27235;
 
 // Checks an EVENT for storage: not an AUTH event, created_at within the
 // window, signature valid. `authed` holds the pubkeys this client proved.

@@ -21,11 +21,12 @@ std::optional<http_event_in> http_submit_state::authorize(http_request_in& req) 
   auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body, now,
                                   ctx.settings.policy.auth_window);
   if (!auth.ok) {
-    finish({}, answer_for(auth.err));
+    // Not an event yet: answered, not counted in the event metrics.
+    finish({}, answer_for(auth.err), false);
     return std::nullopt;
   }
   if (req.body.empty()) {
-    finish({}, answer_for(status{ec::invalid, "empty body, expected an event"}));
+    finish({}, answer_for(status{ec::invalid, "empty body, expected an event"}), false);
     return std::nullopt;
   }
   return http_event_in{std::move(auth.pubkey), std::move(req.body)};
@@ -54,8 +55,8 @@ void http_submit_state::on_event(const http_event_in& in) {
                 });
 }
 
-void http_submit_state::finish(const std::string& id, const answer& a) {
-  if (ctx.env.stats && !id.empty())
+void http_submit_state::finish(const std::string& id, const answer& a, bool counted) {
+  if (ctx.env.stats && counted)
     ctx.env.stats->count(a);
   ctx.done({id, a.accepted, a.message, a.http_status});
   self->quit();

@@ -44,7 +44,7 @@ struct http_submit_state {
   void on_event(const http_event_in& in);
 
  private:
-  void finish(const std::string& id, const answer& a);
+  void finish(const std::string& id, const answer& a, bool counted = true);
 };
 
 http_submit_actor::behavior_type http_submit_actor_impl(http_submit_ptr self,
