@@ -25,6 +25,9 @@ struct write_options {
   // under the channel's membership lock in the same transaction; everyone
   // else gets them refused here (they must go through the group actor).
   bool group_commands_authorized = false;
+  // The relay's key (64 hex): its own events (NIP-29 and NIP-43 state) are
+  // not subject to the community's membership, bans or kind rules.
+  std::string relay_pubkey;
   // Tests only: runs inside the transaction right before COMMIT, after every
   // statement of the batch (a barrier for concurrency tests).
   std::function<void()> before_commit;

@@ -74,6 +74,17 @@ namespace {
 
 std::atomic<uint64_t> ttl_refresh_failure_count{0};
 
+// The answer to S1's community verdict (docs/communities.md).
+write_result community_refusal(const std::string& verdict) {
+  if (verdict == "banned")
+    return {write_outcome::blocked, "this key is banned from this community"};
+  if (verdict == "event")
+    return {write_outcome::blocked, "this event is banned from this community"};
+  if (verdict == "kind")
+    return {write_outcome::blocked, "this community does not accept events of this kind"};
+  return {write_outcome::refused, "not a member of this community"};
+}
+
 // ---- candidates -----------------------------------------------------------------
 
 struct candidate {
@@ -232,6 +243,8 @@ struct batch_write {
   // Channel posts: the channel's state ("open", "private:archived"...) and
   // the author's active role, if the channel exists.
   std::vector<std::optional<std::pair<std::string, std::optional<std::string>>>> posts;
+  // The community's refusal, if any: "banned", "event", "kind" or "member".
+  std::vector<std::optional<std::string>> admission;
   // What phase B writes.
   std::vector<size_t> to_insert;  // indexes into cands, still in (community, id) order
   std::vector<std::pair<int64_t, std::string>> replaced_heads;
@@ -396,7 +409,8 @@ void batch_write::add_check_call(std::vector<statement_call>& phase_a) const {
       channel.null();
   }
   phase_a.push_back({stmt_check, {community.str(), id.str(), pubkey.str(), kind.str(),
-                                  created.str(), d_hex.str(), a_hex.str(), channel.str()}});
+                                  created.str(), d_hex.str(), a_hex.str(), channel.str(),
+                                  opts.relay_pubkey}});
 }
 
 void batch_write::read_checks(const pqxx::result& answer) {
@@ -404,6 +418,7 @@ void batch_write::read_checks(const pqxx::result& answer) {
   tombstoned.assign(cands.size(), false);
   heads.assign(cands.size(), {});
   posts.assign(cands.size(), std::nullopt);
+  admission.assign(cands.size(), std::nullopt);
   for (const auto& row : answer) {
     auto k = row[0].as<size_t>() - 1;
     auto what = row[1].as<std::string>();
@@ -411,6 +426,8 @@ void batch_write::read_checks(const pqxx::result& answer) {
       exists[k] = true;
     else if (what == "t")
       tombstoned[k] = true;
+    else if (what == "p")
+      admission[k] = row[2].as<std::string>();
     else if (what == "c")
       posts[k].emplace(row[2].as<std::string>(),
                        row[4].is_null() ? std::nullopt
@@ -426,6 +443,12 @@ void batch_write::decide() {
   for (size_t k = 0; k < cands.size(); ++k) {
     const auto& c = cands[k];
     auto& res = results[c.item];
+    // Before anything else: a stranger must not learn even whether an id is
+    // stored here (a duplicate answer would tell).
+    if (admission[k]) {
+      res = community_refusal(*admission[k]);
+      continue;
+    }
     if (exists[k]) {
       // Stored before (live, replaced or deleted): nothing runs again.
       res = {write_outcome::duplicate, ""};

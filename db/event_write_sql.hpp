@@ -73,6 +73,28 @@ SELECT c.ord, 'c',
   LEFT JOIN channel_members m ON m.community_id = c.community_id AND m.channel_id = c.channel
                              AND m.pubkey = c.pubkey AND m.removed_at IS NULL
  WHERE c.channel IS NOT NULL
+UNION ALL
+SELECT c.ord, 'p', v.verdict, NULL, NULL
+  FROM c JOIN communities co ON co.id = c.community_id
+  CROSS JOIN LATERAL (SELECT CASE
+    WHEN c.pubkey = decode($9, 'hex') THEN NULL
+    WHEN EXISTS (SELECT 1 FROM community_banned_pubkeys b
+                  WHERE b.community_id = c.community_id AND b.pubkey = c.pubkey) THEN 'banned'
+    WHEN EXISTS (SELECT 1 FROM community_banned_events b
+                  WHERE b.community_id = c.community_id AND b.event_id = c.id) THEN 'event'
+    WHEN EXISTS (SELECT 1 FROM community_kinds k
+                  WHERE k.community_id = c.community_id AND k.kind = c.kind AND NOT k.allowed)
+      OR (EXISTS (SELECT 1 FROM community_kinds k
+                   WHERE k.community_id = c.community_id AND k.allowed)
+          AND NOT EXISTS (SELECT 1 FROM community_kinds k
+                           WHERE k.community_id = c.community_id AND k.kind = c.kind
+                             AND k.allowed)) THEN 'kind'
+    WHEN co.policy <> 'open'
+     AND NOT EXISTS (SELECT 1 FROM community_members m
+                      WHERE m.community_id = c.community_id AND m.pubkey = c.pubkey
+                        AND m.removed_at IS NULL) THEN 'member'
+    END AS verdict) AS v
+ WHERE v.verdict IS NOT NULL
 )sql";
 
 inline constexpr const char* stmt_replace = "waggle_ev_replace";

@@ -27,7 +27,8 @@ using writer_session_actor
 using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::replies_to<hub_subscribe>::with<hub_ack>,
                                    caf::reacts_to<hub_unsubscribe>,
-                                   caf::reacts_to<channel_revoked>>;
+                                   caf::reacts_to<channel_revoked>,
+                                   caf::reacts_to<access_revoked>>;
 
 // Reads: history, counts and channel access. The pool and each of its
 // sessions answer the same contract (connections talk to the pool).
@@ -62,15 +63,28 @@ using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,
                                           caf::reacts_to<live_event>,
                                           caf::reacts_to<drain_request>,
-                                          caf::reacts_to<channel_revoked>>;
+                                          caf::reacts_to<channel_revoked>,
+                                          caf::reacts_to<access_revoked>>;
 
 // HTTP submit actor: one per POST /events, answers through its context's
 // callback and quits.
 using http_submit_actor
   = caf::typed_actor<caf::reacts_to<http_request_in>, caf::reacts_to<http_event_in>>;
 
+// Membership actor (detached, own connection): NIP-43 join, leave and invite
+// requests (docs/communities.md).
+using membership_actor
+  = caf::typed_actor<caf::replies_to<membership_request>::with<membership_reply>,
+                     caf::replies_to<invite_request>::with<invite_reply>>;
+// Community watcher (detached, own connection, LISTEN): publishes NIP-43
+// state after each access change and sends the revocations to the hub.
+using community_watcher_actor
+  = caf::typed_actor<caf::reacts_to<access_poke>, caf::reacts_to<watch_tick>>;
 // Community directory (detached, own connection): refreshes the Host map.
-using community_directory_actor = caf::typed_actor<caf::reacts_to<refresh_tick>>;
+// access_poke: a community's row changed (policy, NIP-11 text, blocked
+// addresses): refresh now, outside the timer.
+using community_directory_actor
+  = caf::typed_actor<caf::reacts_to<refresh_tick>, caf::reacts_to<access_poke>>;
 
 // Node supervisor: spawns, monitors and restarts the node's core actors.
 using node_supervisor_actor = caf::typed_actor<caf::reacts_to<restart_child>>;

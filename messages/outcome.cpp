@@ -44,6 +44,7 @@ ec code_of(write_outcome outcome) {
     case write_outcome::rejected: return ec::invalid;
     case write_outcome::refused: return ec::restricted;
     case write_outcome::failed: return ec::unavailable;
+    case write_outcome::blocked: return ec::blocked;
   }
   return ec::unavailable;
 }
@@ -64,6 +65,7 @@ answer answer_for(write_outcome outcome, const std::string& reason) {
       return make_answer({ec::unavailable, reason.empty() ? "database unavailable" : reason});
     case write_outcome::rejected:
     case write_outcome::refused:
+    case write_outcome::blocked:
       break;
   }
   return make_answer({code_of(outcome), reason});

@@ -19,7 +19,8 @@
 //   internal       no        error:           503   error
 //
 // write_outcome -> code: stored -> none, duplicate and superseded ->
-// duplicate, rejected -> invalid, refused -> restricted, failed -> unavailable.
+// duplicate, rejected -> invalid, refused -> restricted, blocked -> blocked, failed ->
+// unavailable.
 
 #include <cstdint>
 #include <string>

@@ -111,7 +111,9 @@ class json_in {
       return {};
     if constexpr (as_array<Ts...>()) {
       const auto& arr = *cur_;
-      if (!arr.IsArray() || arr.Size() != field_count<Ts...>()) {
+      // Fewer elements than fields: a trace recorded before the message
+      // grew fields at its end; those keep their defaults.
+      if (!arr.IsArray() || arr.Size() > field_count<Ts...>()) {
         ok_ = false;
         return {};
       }
@@ -127,7 +129,8 @@ class json_in {
   template <class T>
   void field(const rapidjson::Value& arr, rapidjson::SizeType& i, T& x) {
     if constexpr (!caf::meta::is_annotation<std::decay_t<T>>::value)
-      read(arr[i++], x);
+      if (i < arr.Size())
+        read(arr[i++], x);
   }
 
   template <class T>

@@ -99,6 +99,19 @@ struct channel_grant {
   std::vector<std::string> members;
 };
 
+// Access to the community itself (docs/communities.md), on whose authority:
+// the members among the reader's pubkeys, or, while the community is open,
+// any of its pubkeys that is not banned (`guests`).
+struct community_grant {
+  // Set by the reader that checked it; a reply without it (a trace recorded
+  // before communities had members) carries no community facts.
+  bool checked = false;
+  bool open = false;
+  std::vector<std::string> members;
+  std::vector<std::string> guests;
+  bool allows() const { return !members.empty() || (open && !guests.empty()); }
+};
+
 // The channels a read names in `#h` and the pubkeys the reader proved: the
 // reader session re-checks access (proto::nip29::may_read) before it reads.
 struct read_access {
@@ -118,6 +131,7 @@ struct history_reply {
   // The access re-check's grants (one per channel of the request's access),
   // so the subscription drops any authority lost before it was registered.
   std::vector<channel_grant> grants;
+  community_grant community;
 };
 
 struct count_request {
@@ -136,6 +150,7 @@ struct access_request {
 struct access_reply {
   std::vector<channel_grant> grants;  // one per channel asked, when err is ok
   status err;                         // ec::restricted names the first refused channel
+  community_grant community;          // when err is ok
 };
 
 // -- channels (NIP-29) --------------------------------------------------------
@@ -208,6 +223,39 @@ struct channel_revoked {
   std::string pubkey;
   bool deleted = false;
 };
+
+// Community watcher -> hub -> connection actors: access to the community
+// ended for `pubkey` (removed or banned); with `pubkey` empty, the community
+// stopped being open (every grant that rested on that ends).
+struct access_revoked {
+  int64_t community_id = 0;
+  std::string pubkey;
+};
+
+// -- communities (NIP-43) -----------------------------------------------------
+
+// Connection actor / HTTP submit -> membership actor: a join (28934) or
+// leave (28936) request. Answered after COMMIT with the OK to send.
+struct membership_request {
+  int64_t community_id = 0;
+  event_ptr ev;
+};
+struct membership_reply {
+  bool accepted = false;
+  std::string message;  // OK's message, e.g. "claim-accepted: welcome"
+};
+// Connection actor -> membership actor: a REQ asked for kind 28935.
+struct invite_request {
+  int64_t community_id = 0;
+  std::vector<std::string> pubkeys;  // proven on the connection
+};
+struct invite_reply {
+  event_ptr invite;  // relay-signed 28935 with a fresh claim code; never stored
+  status err;
+};
+// -> community watcher: changes were committed, look now (else: its timer).
+struct access_poke {};
+struct watch_tick {};
 
 // TTL reaper timer, and what it archived (-> group actor, to republish 39000).
 struct reap_tick {};
@@ -312,7 +360,7 @@ typename Inspector::result_type inspect(Inspector& f, history_request& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
-  return f(caf::meta::type_name("history_reply"), x.raws, x.err, x.grants);
+  return f(caf::meta::type_name("history_reply"), x.raws, x.err, x.grants, x.community);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_request& x) {
@@ -327,8 +375,40 @@ typename Inspector::result_type inspect(Inspector& f, channel_grant& x) {
   return f(caf::meta::type_name("channel_grant"), x.channel, x.open, x.members);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, community_grant& x) {
+  return f(caf::meta::type_name("community_grant"), x.checked, x.open, x.members, x.guests);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, access_reply& x) {
-  return f(caf::meta::type_name("access_reply"), x.grants, x.err);
+  return f(caf::meta::type_name("access_reply"), x.grants, x.err, x.community);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, access_revoked& x) {
+  return f(caf::meta::type_name("access_revoked"), x.community_id, x.pubkey);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, membership_request& x) {
+  return f(caf::meta::type_name("membership_request"), x.community_id, x.ev);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, membership_reply& x) {
+  return f(caf::meta::type_name("membership_reply"), x.accepted, x.message);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, invite_request& x) {
+  return f(caf::meta::type_name("invite_request"), x.community_id, x.pubkeys);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, invite_reply& x) {
+  return f(caf::meta::type_name("invite_reply"), x.invite, x.err);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, access_poke&) {
+  return f(caf::meta::type_name("access_poke"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, watch_tick&) {
+  return f(caf::meta::type_name("watch_tick"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_request& x) {
@@ -519,4 +599,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::ingest_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::http_request_in))
   CAF_ADD_TYPE_ID(waggle, (waggle::http_event_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::community_grant))
+  CAF_ADD_TYPE_ID(waggle, (waggle::access_revoked))
+  CAF_ADD_TYPE_ID(waggle, (waggle::membership_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::membership_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::invite_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::invite_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::access_poke))
+  CAF_ADD_TYPE_ID(waggle, (waggle::watch_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)

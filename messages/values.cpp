@@ -35,3 +35,39 @@ std::string normalize_host(std::string_view host) {
 }
 
 }  // namespace waggle
+
+namespace waggle {
+
+std::string_view name_of(community_policy p) {
+  switch (p) {
+    case community_policy::open: return "open";
+    case community_policy::closed: return "closed";
+    case community_policy::invite: return "invite";
+  }
+  return "closed";
+}
+
+std::optional<community_policy> parse_community_policy(std::string_view text) {
+  for (auto p : {community_policy::open, community_policy::closed, community_policy::invite})
+    if (name_of(p) == text)
+      return p;
+  return std::nullopt;
+}
+
+std::string_view name_of(member_role r) {
+  switch (r) {
+    case member_role::owner: return "owner";
+    case member_role::admin: return "admin";
+    case member_role::member: return "member";
+  }
+  return "member";
+}
+
+std::optional<member_role> parse_member_role(std::string_view text) {
+  for (auto r : {member_role::owner, member_role::admin, member_role::member})
+    if (name_of(r) == text)
+      return r;
+  return std::nullopt;
+}
+
+}  // namespace waggle

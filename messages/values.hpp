@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,7 @@ enum class write_outcome : uint8_t {
   rejected,    // deterministic failure of this event alone (after bisection)
   refused,     // not allowed: channel access (NIP-29), rendered "restricted:"
   failed,      // transient/unavailable: nothing is known to be stored
+  blocked,     // the community's policy refuses it (a ban, a kind rule): "blocked:"
 };
 
 struct write_result {
@@ -65,12 +67,27 @@ struct channel_ref {
 
 // -- communities --------------------------------------------------------------
 
+// Who may use a community beyond AUTH (docs/communities.md): `open`, any
+// authenticated key; `closed`, members only; `invite`, members only, and
+// NIP-43 invite codes let new keys in.
+enum class community_policy : uint8_t { open, closed, invite };
+std::string_view name_of(community_policy p);
+std::optional<community_policy> parse_community_policy(std::string_view text);
+
+// A member's standing in its community.
+enum class member_role : uint8_t { owner, admin, member };
+std::string_view name_of(member_role r);
+std::optional<member_role> parse_member_role(std::string_view text);
+
 // A tenant, chosen by the request's Host.
 struct community {
   int64_t id = 0;
   std::string host;  // lowercase, no port
   std::string name;
   bool archived = false;
+  community_policy policy = community_policy::closed;
+  std::string description;  // this community's NIP-11 text and icon (NIP-86)
+  std::string icon;
   bool operator==(const community&) const = default;
 };
 

@@ -353,14 +353,16 @@ wg_relay_stop() {
 }
 
 # wg_relay_prepare_db BINARY DATABASE_URL HOST...: migrate, then make sure each community
-# host exists (`community add`, tolerated when `community list` then shows the host).
+# host exists (`community add`, tolerated when `community list` then shows the host). These
+# are development and test communities: `open`, so any authenticated key may use them (a
+# community made with plain `waggle community add` is closed to non-members).
 wg_relay_prepare_db() {
   local bin=$1 url=$2 host
   shift 2
   "$bin" migrate --database-url "$url" || return 1
   for host in "$@"; do
     wg_community_listed "$bin" "$url" "$host" && continue
-    "$bin" community add "$host" --database-url "$url" && continue
+    "$bin" community add "$host" --policy open --database-url "$url" && continue
     wg_community_listed "$bin" "$url" "$host" || return 1
   done
 }

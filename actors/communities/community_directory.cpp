@@ -64,6 +64,7 @@ community_directory_impl(community_directory_ptr self, std::string database_url,
   return {
     // -- timers -----------------------------------------------------------------
     [self](refresh_tick) { self->state.on_tick(); },
+    [self](access_poke) { self->state.refresh_now(); },
   };
 }
 

@@ -47,6 +47,7 @@ struct community_directory_state {
   void init(community_directory_ptr self_ptr, std::string database_url,
             std::shared_ptr<community_snapshot> snap, caf::timespan every);
   void on_tick();
+  void refresh_now() { refresh(); }
 
  private:
   void refresh();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip43.hpp"
 #include "messages/values.hpp"
 
 namespace waggle {
@@ -52,6 +53,11 @@ admission classify_event(const proto::event& ev, const admission_request& req) {
     return refuse(channel.error());
   if (nip29::is_group_state(ev.kind) && ev.pubkey != req.relay_pubkey)
     return refuse({ec::restricted, "group state (kinds 39000-39003) is signed by the relay"});
+  if (proto::nip43::is_relay_state(ev.kind) && ev.pubkey != req.relay_pubkey)
+    return refuse({ec::restricted,
+                   "membership state (kinds 8000, 8001, 13534, 28935) is signed by the relay"});
+  if (proto::nip43::is_request(ev.kind))
+    return {route::membership, {}, std::nullopt};
   if (proto::is_ephemeral(ev.kind)) {
     if (*channel && !req.ephemeral_in_channels)
       return refuse({ec::restricted, "ephemeral channel events are accepted over WebSocket only"});

@@ -38,6 +38,7 @@ enum class route : uint8_t {
   reject,         // answered `refusal` at once; nothing is stored or sent on
   ephemeral,      // 20000-29999: fanned out, never stored (members only in a channel)
   group_command,  // NIP-29 9000-9022: the group actor authorises and stores it
+  membership,     // NIP-43 join (28934) / leave (28936): the membership actor answers it
   store,          // ingest stores it
 };
 

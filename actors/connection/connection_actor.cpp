@@ -7,6 +7,7 @@
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip43.hpp"
 
 namespace waggle {
 
@@ -108,6 +109,8 @@ void connection_state::on_event(proto::event&& ev) {
   auto ptr = std::make_shared<const proto::event>(std::move(ev));
   if (admitted.route == route::ephemeral)
     return submit_ephemeral(std::move(ptr), std::move(admitted.channel));
+  if (admitted.route == route::membership)
+    return submit_membership(std::move(ptr));
   submit(std::move(ptr));
 }
 
@@ -126,26 +129,30 @@ void connection_state::submit(event_ptr ptr) {
 }
 
 void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string> channel) {
-  // Ephemeral events are verified and fanned out, never stored.
-  auto fan_out = [this](const event_ptr& ev) {
-    self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ev}}});
-    answer_with(ev->id, answer_for(status{}));
-  };
-  if (!channel)
-    return fan_out(ptr);
-  // In a channel (typing, presence): only its members may send them.
+  // Ephemeral events are verified and fanned out, never stored, and only
+  // for those who may use the community (and, in a channel such as typing
+  // or presence, its members): the same access check a REQ gets.
+  if (!channel && settings.community_open) {
+    self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ptr}}});
+    return answer_with(ptr->id, answer_for(status{}));
+  }
   ++events_in_flight;
-  read_access access{{*channel}, {ptr->pubkey}};
+  read_access access{{}, {ptr->pubkey}};
+  if (channel)
+    access.channels.push_back(*channel);
   self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
     .then(
-      traced_reply<access_reply>(self, env, [this, ptr, fan_out](access_reply& reply) {
+      traced_reply<access_reply>(self, env, [this, ptr, in_channel = channel.has_value()](
+                                              access_reply& reply) {
         --events_in_flight;
-        if (!reply.err.ok() && reply.err.code != ec::restricted)
+        if (!reply.err.ok())
           reject(ptr->id, reply.err);
-        else if (reply.grants.size() != 1 || reply.grants[0].members.empty())
+        else if (in_channel && (reply.grants.size() != 1 || reply.grants[0].members.empty()))
           reject(ptr->id, {ec::restricted, "not a member of this channel"});
-        else
-          fan_out(ptr);
+        else {
+          self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ptr}}});
+          answer_with(ptr->id, answer_for(status{}));
+        }
         finish_drain_if_idle();
       }),
       [this, ptr](caf::error&) {
@@ -153,6 +160,49 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
         reject(ptr->id, {ec::unavailable, "access check failed"});
         finish_drain_if_idle();
       });
+}
+
+void connection_state::submit_membership(event_ptr ptr) {
+  if (!peers.membership)
+    return reject(ptr->id, {ec::unavailable, "membership requests are not served here"});
+  ++events_in_flight;
+  auto id = ptr->id;
+  self->request(peers.membership, settings.ingest_timeout,
+                membership_request{settings.community_id, std::move(ptr)})
+    .then(
+      traced_reply<membership_reply>(self, env, [this, id](membership_reply& reply) {
+        --events_in_flight;
+        if (env.stats)
+          env.stats->count(answer{reply.accepted, reply.message,
+                                  reply.accepted ? std::string_view{"accepted"}
+                                                 : std::string_view{"restricted"}});
+        send_ok(id, reply.accepted, reply.message);
+        finish_drain_if_idle();
+      }),
+      [this, id](caf::error&) {
+        --events_in_flight;
+        reject(id, {ec::unavailable, "membership actor unavailable"});
+        finish_drain_if_idle();
+      });
+}
+
+void connection_state::request_invite(const std::string& sub_id, uint64_t generation,
+                                      bool only_invites) {
+  if (!peers.membership)
+    return;
+  self
+    ->request(peers.membership, settings.read_timeout,
+              invite_request{settings.community_id, {authed.begin(), authed.end()}})
+    .then(traced_reply<invite_reply>(self, env,
+                                     [this, sub_id, generation, only_invites](invite_reply& reply) {
+                                       if (!is_current(sub_id, generation))
+                                         return;
+                                       if (reply.invite)
+                                         send(proto::render_event(sub_id, reply.invite->raw));
+                                       else if (only_invites)
+                                         end_subscription(sub_id, reply.err.message());
+                                     }),
+          [](caf::error&) {});
 }
 
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
@@ -188,13 +238,29 @@ void connection_state::on_req(proto::req_msg&& req) {
   if (env.stats)
     ++env.stats->live_subscriptions;
   auto access = access_for(req.filters);
-  if (access.channels.empty())
-    return subscribe(req.sub_id, generation, std::move(req.filters), std::move(access));
-  // A REQ naming channels is access-checked before it is registered: a
-  // refused one gets CLOSED and never any live event.
+  // NIP-43: a REQ for kind 28935 asks the relay for an invite code.
+  bool wants_invite = false, only_invites = true;
+  for (const auto& f : req.filters) {
+    bool asks = f.kinds && std::find(f.kinds->begin(), f.kinds->end(),
+                                     proto::nip43::kind_invite) != f.kinds->end();
+    wants_invite = wants_invite || asks;
+    only_invites = only_invites && asks && f.kinds->size() == 1;
+  }
+  // A REQ is access-checked before it is registered (the community, and
+  // the channels it names): a refused one gets CLOSED and never any live
+  // event, and the grant it gets is what revocations then narrow. In an open
+  // community a REQ without channels needs none: its grant is the open
+  // community, which the revocation that closes the community ends.
+  if (access.channels.empty() && settings.community_open) {
+    subs[req.sub_id].community = {true, true, {}, {authed.begin(), authed.end()}};
+    subscribe(req.sub_id, generation, std::move(req.filters), std::move(access));
+    if (wants_invite)
+      request_invite(req.sub_id, generation, only_invites);
+    return;
+  }
   auto sub_id = req.sub_id;
-  auto on_access = [this, sub_id, generation, filters = std::move(req.filters),
-                    access](access_reply& reply) mutable {
+  auto on_access = [this, sub_id, generation, filters = std::move(req.filters), access,
+                    wants_invite, only_invites](access_reply& reply) mutable {
     if (!is_current(sub_id, generation))
       return;
     if (!reply.err.ok())
@@ -202,7 +268,12 @@ void connection_state::on_req(proto::req_msg&& req) {
     auto& sub = subs[sub_id];
     for (auto& g : reply.grants)
       sub.grants[g.channel] = std::move(g);
+    sub.community = reply.community.checked
+                      ? std::move(reply.community)
+                      : community_grant{true, settings.community_open, {}, {authed.begin(), authed.end()}};
     subscribe(sub_id, generation, std::move(filters), std::move(access));
+    if (wants_invite)
+      request_invite(sub_id, generation, only_invites);
   };
   self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
     .then(traced_reply<access_reply>(self, env, std::move(on_access)),
@@ -277,6 +348,19 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
       return std::find(fresh.members.begin(), fresh.members.end(), pk) == fresh.members.end();
     });
   }
+  auto keep_common = [](std::vector<std::string>& kept, const std::vector<std::string>& fresh) {
+    std::erase_if(kept, [&](const std::string& pk) {
+      return std::find(fresh.begin(), fresh.end(), pk) == fresh.end();
+    });
+  };
+  if (reply.community.checked) {
+    sub.community.open = sub.community.open && reply.community.open;
+    keep_common(sub.community.members, reply.community.members);
+    keep_common(sub.community.guests, reply.community.guests);
+  }
+  if (!sub.community.allows())
+    return end_subscription(
+      sub_id, status{ec::restricted, "not a member of this community"}.message());
   for (auto& [channel, grant] : sub.grants)
     if (!grant.open && grant.members.empty())
       return end_subscription(
@@ -382,6 +466,31 @@ void connection_state::on_revoked(const channel_revoked& msg) {
                                .message());
 }
 
+void connection_state::on_revoked(const access_revoked& msg) {
+  if (msg.community_id != settings.community_id)
+    return;
+  if (msg.pubkey.empty())
+    settings.community_open = false;
+  else
+    // The key lost its access: its next frame is refused here, and it must
+    // authenticate again once it is let back in.
+    authed.erase(msg.pubkey);
+  std::vector<std::string> ended;
+  for (auto& [sub_id, sub] : subs) {
+    auto& g = sub.community;
+    if (msg.pubkey.empty()) {
+      g.open = false;
+    } else {
+      std::erase(g.members, msg.pubkey);
+      std::erase(g.guests, msg.pubkey);
+    }
+    if (!g.allows())
+      ended.push_back(sub_id);
+  }
+  for (auto& sub_id : ended)
+    end_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
+}
+
 void connection_state::on_drain() {
   draining = true;
   finish_drain_if_idle();
@@ -418,6 +527,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   self->monitor(st.peers.reader);
   if (st.peers.group)
     self->monitor(st.peers.group);
+  if (st.peers.membership)
+    self->monitor(st.peers.membership);
   // CAF 0.17 keeps a monitor on the monitored actor, with a weak reference to
   // the observer, until that actor dies or the observer demonitors: without
   // this, every closed connection's whole allocation stayed pinned by the
@@ -429,6 +540,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     self->demonitor(peers.reader.address());
     if (peers.group)
       self->demonitor(peers.group.address());
+    if (peers.membership)
+      self->demonitor(peers.membership.address());
   });
   self->set_down_handler([self](const caf::down_msg&) {
     auto& st = self->state;
@@ -454,6 +567,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       self->state.on_socket_closed();
     },
     [self](const channel_revoked& msg) { self->state.on_revoked(msg); },
+    [self](const access_revoked& msg) { self->state.on_revoked(msg); },
   };
 }
 

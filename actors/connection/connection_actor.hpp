@@ -24,6 +24,10 @@ struct connection_settings {
   int64_t community_id = 0;
   std::string relay_pubkey;  // signs NIP-29 group state; no one else may publish it
   std::string host;  // normalized Host of the upgrade request
+  // The community's policy was `open` when the connection opened: a REQ
+  // without channels and an ephemeral event outside channels need no access
+  // check. Cleared by the revocation that says the community closed.
+  bool community_open = true;
   admission_policy policy;
   proto::filter_limits limits;
   size_t max_subscriptions = 64;
@@ -38,6 +42,7 @@ struct connection_peers {
   hub_actor hub;
   reader_actor reader;
   group_actor group;
+  membership_actor membership;  // NIP-43 requests (null: refused as unavailable)
 };
 
 struct connection_state;
@@ -55,6 +60,9 @@ struct subscription {
   // granted on (open channel, and/or which of our pubkeys are members).
   // A channel_revoked that leaves a grant with neither ends the subscription.
   std::unordered_map<std::string, channel_grant> grants;
+  // Access to the community itself, narrowed the same way; an
+  // access_revoked that leaves it allowing no one ends the subscription.
+  community_grant community;
 };
 
 struct connection_state {
@@ -80,6 +88,7 @@ struct connection_state {
   void on_drain();
   void on_socket_closed();
   void on_revoked(const channel_revoked& msg);
+  void on_revoked(const access_revoked& msg);
   // Records an input of the socket edge ("frame_in", "closed", "drain").
   void trace_input(std::string_view kind, const std::string* text = nullptr);
 
@@ -97,6 +106,8 @@ struct connection_state {
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
   void submit(event_ptr ev);
   void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
+  void submit_membership(event_ptr ev);
+  void request_invite(const std::string& sub_id, uint64_t generation, bool only_invites);
   void subscribe(const std::string& sub_id, uint64_t generation,
                  std::vector<proto::filter> filters, read_access access);
   read_access access_for(const std::vector<proto::filter>& filters) const;

@@ -43,8 +43,22 @@ void http_submit_state::on_event(const http_event_in& in) {
     case route::reject:
       return finish(ev->id, answer_for(admitted.refusal));
     case route::ephemeral:
-      self->send(ctx.hub, committed_events{{ingest_item{ctx.settings.community_id, ev}}});
-      return finish(ev->id, answer_for(status{}));
+      return fan_out(ev);
+    case route::membership:
+      if (!ctx.membership)
+        return finish(ev->id, answer_for(status{ec::unavailable, "membership requests are not served here"}));
+      self->request(ctx.membership, ctx.settings.ingest_timeout,
+                    membership_request{ctx.settings.community_id, ev})
+        .then(
+          [this, id = ev->id](membership_reply& reply) {
+            finish(id, {reply.accepted, reply.message,
+                        reply.accepted ? std::string_view{"accepted"} : std::string_view{"restricted"},
+                        static_cast<uint16_t>(reply.accepted ? 200 : 403)});
+          },
+          [this, id = ev->id](caf::error&) {
+            finish(id, answer_for(status{ec::unavailable, "membership actor unavailable"}));
+          });
+      return;
     case route::group_command:
     case route::store:
       break;
@@ -53,6 +67,27 @@ void http_submit_state::on_event(const http_event_in& in) {
                 ctx.settings.community_id, ev, [this, id = ev->id](ingest_reply& reply) {
                   finish(id, answer_for(reply.outcome, reply.reason));
                 });
+}
+
+void http_submit_state::fan_out(const event_ptr& ev) {
+  // Only for those who may use the community (channel events never come
+  // here over HTTP: classify_event refuses them).
+  if (ctx.settings.community_open) {
+    self->send(ctx.hub, committed_events{{ingest_item{ctx.settings.community_id, ev}}});
+    return finish(ev->id, answer_for(status{}));
+  }
+  self->request(ctx.reader, ctx.settings.read_timeout,
+                access_request{ctx.settings.community_id, {{}, {ev->pubkey}}})
+    .then(
+      [this, ev](access_reply& reply) {
+        if (!reply.err.ok())
+          return finish(ev->id, answer_for(reply.err));
+        self->send(ctx.hub, committed_events{{ingest_item{ctx.settings.community_id, ev}}});
+        finish(ev->id, answer_for(status{}));
+      },
+      [this, ev](caf::error&) {
+        finish(ev->id, answer_for(status{ec::unavailable, "access check failed"}));
+      });
 }
 
 void http_submit_state::finish(const std::string& id, const answer& a, bool counted) {

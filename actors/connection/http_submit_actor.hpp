@@ -25,6 +25,8 @@ struct http_submit_context {
   ingest_actor ingest;
   hub_actor hub;
   group_actor group;
+  reader_actor reader;          // the community access check of ephemeral events
+  membership_actor membership;  // NIP-43 join and leave requests
   node_env env;  // named "http-N" in traces
   std::function<void(gateway::http_event_reply)> done;
 };
@@ -44,6 +46,7 @@ struct http_submit_state {
   void on_event(const http_event_in& in);
 
  private:
+  void fan_out(const event_ptr& ev);
   void finish(const std::string& id, const answer& a, bool counted = true);
 };
 

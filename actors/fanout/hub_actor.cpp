@@ -172,6 +172,11 @@ void hub_state::on_revoked(const channel_revoked& msg) {
     self->send(caf::actor_cast<connection_actor>(conn), msg);
 }
 
+void hub_state::on_revoked(const access_revoked& msg) {
+  for (auto& conn : index.connections_in(msg.community_id))
+    self->send(caf::actor_cast<connection_actor>(conn), msg);
+}
+
 void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.source); }
 
 hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
@@ -185,6 +190,7 @@ hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
     [self](hub_unsubscribe& req) { self->state.on_unsubscribe(req); },
     // -- revocations ------------------------------------------------------------
     [self](channel_revoked& msg) { self->state.on_revoked(msg); },
+    [self](access_revoked& msg) { self->state.on_revoked(msg); },
   };
 }
 

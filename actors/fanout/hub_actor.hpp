@@ -74,6 +74,9 @@ struct hub_state {
   hub_ack on_subscribe(hub_subscribe& req);
   void on_unsubscribe(const hub_unsubscribe& req);
   void on_revoked(const channel_revoked& msg);
+  // Passed to every subscribed connection of the community, in mailbox
+  // order with the live events, like channel_revoked.
+  void on_revoked(const access_revoked& msg);
   void on_down(const caf::down_msg& msg);
 };
 

@@ -2,7 +2,7 @@
 //
 //   waggle serve [options]           run a relay node (see --help)
 //   waggle migrate                   apply database migrations
-//   waggle community add HOST [--name NAME]
+//   waggle community add HOST [--name NAME] [--policy closed|open|invite]
 //   waggle community list
 
 #include <sys/resource.h>
@@ -32,7 +32,7 @@ int usage() {
   std::cerr << "usage:\n"
                "  waggle serve [options]              run a relay node (waggle serve --help)\n"
                "  waggle migrate [--database-url URL] apply database migrations\n"
-               "  waggle community add HOST [--name NAME] [--database-url URL]\n"
+               "  waggle community add HOST [--name NAME] [--policy closed|open|invite] [--database-url URL]\n"
                "  waggle community list [--database-url URL]\n"
                "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n";
   return 2;
@@ -83,19 +83,26 @@ int run_community(std::vector<std::string> args) {
   args.erase(args.begin());
   auto url = database_url(args);
   auto name = take_flag(args, "--name", "");
+  auto policy_text = take_flag(args, "--policy", "closed");
+  auto policy = parse_community_policy(policy_text);
+  if (!policy) {
+    std::cerr << "waggle community: --policy is open, closed or invite\n";
+    return 2;
+  }
   pqxx::connection conn{url};
   if (verb == "add" && args.size() == 1) {
-    auto added = db::add_community(conn, args[0], name);
+    auto added = db::add_community(conn, args[0], name, *policy);
     if (!added) {
       std::cerr << "waggle community add: " << added.error().reason << "\n";
       return 1;
     }
-    std::cout << "community " << added->id << " host " << added->host << "\n";
+    std::cout << "community " << added->id << " host " << added->host << " policy "
+              << name_of(added->policy) << "\n";
     return 0;
   }
   if (verb == "list" && args.empty()) {
     for (auto& c : db::load_communities(conn))
-      std::cout << c.id << '\t' << c.host << '\t' << c.name
+      std::cout << c.id << '\t' << c.host << '\t' << name_of(c.policy) << '\t' << c.name
                 << (c.archived ? "\tarchived" : "") << '\n';
     return 0;
   }

@@ -88,6 +88,9 @@ void node::stop() {
       caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   }
   system_->await_all_actors_done();
+  // The board holds strong handles; a detached actor's thread (the
+  // membership actor's) only ends once its last handle is gone.
+  board_->set({});
   system_.reset();
 }
 
@@ -123,9 +126,11 @@ proto::filter_limits filter_limits_for(const node_config& cfg) {
 
 connection_settings connection_settings_for(const node_config& cfg,
                                             const std::string& relay_pubkey,
-                                            int64_t community_id, const std::string& host) {
+                                            int64_t community_id, const std::string& host,
+                                            bool community_open) {
   connection_settings settings;
   settings.community_id = community_id;
+  settings.community_open = community_open;
   settings.host = host;
   settings.policy.created_at_window = cfg.created_at_window;
   settings.policy.auth_window = cfg.auth_window;
@@ -172,16 +177,21 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
 connection_actor node::open_connection(const community& c, const std::string& host,
                                        socket_sink_ptr sink) {
   auto handles = board_->get();
-  auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host);
+  auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host,
+                                          c.policy == community_policy::open);
   auto name = "conn-" + std::to_string(++connections_opened_);
   auto env = env_.for_actor(name);
   if (env.trace && env.trace->wants_connection(name)) {
-    env.trace->record(name, "open", trace_fields{}.num("community", c.id).str("host", host));
+    env.trace->record(name, "open", trace_fields{}
+                                      .num("community", c.id)
+                                      .str("host", host)
+                                      .str("policy", std::string(name_of(c.policy))));
     sink = std::make_shared<traced_sink>(std::move(sink), env.trace, name);
   }
   auto conn = system_->spawn(
     connection_actor_impl, settings,
-    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group},
+    connection_peers{handles->ingest, handles->hub, handles->reader, handles->group,
+                     handles->membership},
     std::move(env), std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
   // Named for the trace's life, not the connection's: a read or an event it
@@ -205,10 +215,13 @@ void node::submit_event(const community& c, gateway::http_event_request request,
                         std::function<void(gateway::http_event_reply)> done) {
   auto handles = board_->get();
   http_submit_context ctx;
-  ctx.settings = connection_settings_for(cfg_, relay_pubkey_, c.id, "");
+  ctx.settings = connection_settings_for(cfg_, relay_pubkey_, c.id, "",
+                                        c.policy == community_policy::open);
   ctx.ingest = handles->ingest;
   ctx.hub = handles->hub;
   ctx.group = handles->group;
+  ctx.reader = handles->reader;
+  ctx.membership = handles->membership;
   auto name = "http-" + std::to_string(++http_requests_);
   ctx.env = env_.for_actor(name);
   ctx.done = std::move(done);

@@ -71,7 +71,8 @@ class node {
 // the same way from the trace header.
 connection_settings connection_settings_for(const node_config& cfg,
                                             const std::string& relay_pubkey,
-                                            int64_t community_id, const std::string& host);
+                                            int64_t community_id, const std::string& host,
+                                            bool community_open = true);
 ingest_settings ingest_settings_for(const node_config& cfg);
 proto::filter_limits filter_limits_for(const node_config& cfg);
 

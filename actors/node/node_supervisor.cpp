@@ -5,6 +5,8 @@
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/channels/group_actor.hpp"
 #include "actors/channels/group_session.hpp"
+#include "actors/communities/community_watcher.hpp"
+#include "actors/communities/membership_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
@@ -23,6 +25,7 @@ const char* child_name(child c) {
     case child::reader: return "reader_pool";
     case child::directory: return "community_directory";
     case child::group: return "group";
+    case child::membership: return "membership";
     default: return "?";
   }
 }
@@ -40,7 +43,8 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   board = std::move(handle_board_ptr);
   snapshot = std::move(community_snapshot_ptr);
   // The hub first: ingest is spawned with its handle.
-  for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group})
+  for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group,
+                     child::membership})
     spawn_child(which);
 }
 
@@ -66,6 +70,9 @@ void node_supervisor_state::spawn_child(child which) {
       break;
     case child::group:
       spawn_group();
+      break;
+    case child::membership:
+      spawn_membership();
       break;
     default:
       return;
@@ -116,9 +123,28 @@ void node_supervisor_state::spawn_group() {
   watch(child::group, handles.group);
 }
 
+void node_supervisor_state::spawn_membership() {
+  auto& sys = self->system();
+  // The watcher is linked to the membership actor: they are one child, and
+  // a restart of either (or of the hub they send to) restarts both.
+  auto watcher = sys.spawn<caf::detached>(community_watcher_impl, cfg.database_url, signer,
+                                          handles.hub, directory, env,
+                                          community_watcher_settings{});
+  handles.membership = sys.spawn<caf::detached>(membership_impl, cfg.database_url, signer,
+                                                watcher, env, membership_settings{});
+  caf::actor_cast<caf::abstract_actor*>(handles.membership)->attach_functor([watcher] {
+    caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+  });
+  caf::actor_cast<caf::abstract_actor*>(watcher)->attach_functor(
+    [membership = caf::actor_cast<caf::actor>(handles.membership)] {
+      caf::anon_send_exit(membership, caf::exit_reason::kill);
+    });
+  watch(child::membership, handles.membership);
+}
+
 void node_supervisor_state::on_restart(restart_child msg) {
   auto which = static_cast<child>(msg.which);
-  if ((which == child::ingest || which == child::group)
+  if ((which == child::ingest || which == child::group || which == child::membership)
       && !addrs[static_cast<size_t>(child::hub)]) {
     self->delayed_send(self, std::chrono::milliseconds(100), msg);
     return;
@@ -141,7 +167,7 @@ void node_supervisor_state::on_down(const caf::down_msg& msg) {
   self->delayed_send(self, delay, restart_child{static_cast<uint8_t>(which)});
   // Ingest and the group actor send to the hub they were spawned with.
   if (which == child::hub)
-    for (auto dependent : {child::ingest, child::group})
+    for (auto dependent : {child::ingest, child::group, child::membership})
       if (auto h = caf::actor_cast<caf::actor>(addrs[static_cast<size_t>(dependent)]))
         self->send_exit(h, caf::exit_reason::user_shutdown);
 }

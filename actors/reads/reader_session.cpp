@@ -6,15 +6,24 @@
 #include "actors/trace/trace_recorder.hpp"
 #include "db/event_store.hpp"
 #include "db/group_store.hpp"
+#include "db/membership_store.hpp"
 
 namespace waggle {
 
 namespace {
 
-// Read access to every channel in `access`, or the refusal of the first one
-// that may not be read (proto::nip29::may_read).
+// Read access to the community, then to every channel in `access`, or the
+// refusal of the first that may not be read (docs/communities.md,
+// proto::nip29::may_read).
 access_reply check_access(pqxx::connection& conn, int64_t community_id, const read_access& access) {
   access_reply reply;
+  auto facts = db::read_community_access(conn, community_id, access.pubkeys);
+  reply.community = {true, facts.policy == community_policy::open, std::move(facts.members),
+                     std::move(facts.guests)};
+  if (!facts.exists || !reply.community.allows()) {
+    reply.err = {ec::restricted, "not a member of this community"};
+    return reply;
+  }
   if (access.channels.empty())
     return reply;
   for (auto& a : db::read_channel_access(conn, community_id, access.channels, access.pubkeys)) {
@@ -71,6 +80,7 @@ history_reply reader_session_state::on_history(const history_request& req) {
       return;
     }
     reply.grants = std::move(access.grants);
+    reply.community = std::move(access.community);
     reply.raws = db::query_events(conn, req.community_id, req.filters, limits);
   });
 }

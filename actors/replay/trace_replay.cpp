@@ -36,6 +36,7 @@ struct record {
   std::string value;   // reading, as text
   int64_t community = 0;
   std::string host;
+  std::string policy;       // open: the community's policy then ("" in older traces: open)
   std::string auth_pubkey;  // http_in
   std::string id;           // ingest_in: the event's id
   std::string from;         // reader_in: who sent the read
@@ -350,7 +351,8 @@ std::optional<caf::actor> replayer::connection_of(const record& r) {
 bool replayer::feed_client(const record& r) {
   const auto& k = r.kind;
   if (k == "open") {
-    auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host);
+    auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host,
+                                            r.policy.empty() || r.policy == "open");
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
       connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
@@ -483,6 +485,7 @@ std::optional<record> parse_record(const rapidjson::Document& doc) {
   r.value = string_field(doc, "value");
   r.community = int_field(doc, "community");
   r.host = string_field(doc, "host");
+  r.policy = string_field(doc, "policy");
   r.auth_pubkey = string_field(doc, "auth_pubkey");
   r.id = string_field(doc, "id");
   r.from = string_field(doc, "from");

@@ -392,7 +392,7 @@ TEST(WriteLimits, AnOversizedDTagIsRejectedAloneNotItsWholeBatch) {
   auto& s = shared_db::get();
   ASSERT_TRUE(s.error.empty()) << s.error;
   auto conn = s.db->connect();
-  auto c = db::add_community(*conn, "oversized-d.test", "");
+  auto c = db::add_community(*conn, "oversized-d.test", "", community_policy::open);
   ASSERT_TRUE(c.has_value());
   std::string big;
   uint32_t x = 12345;

@@ -244,7 +244,7 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   ASSERT_TRUE(shared.error.empty()) << shared.error;
   const std::string url = shared.db->url();
   auto direct = shared.db->connect();
-  auto cr = db::add_community(*direct, "redteam-indoubt.test", "");
+  auto cr = db::add_community(*direct, "redteam-indoubt.test", "", community_policy::open);
   ASSERT_TRUE(cr.has_value());
   const int64_t c = cr->id;
   const std::string owner_sk = pgtest::secret(1), member_sk = pgtest::secret(3);

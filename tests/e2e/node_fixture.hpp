@@ -75,8 +75,8 @@ class node_e2e : public ::testing::Test {
     {
       auto conn = db_->connect();
       ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
-      ASSERT_TRUE(db::add_community(*conn, "alpha.test", "Alpha").has_value());
-      ASSERT_TRUE(db::add_community(*conn, "beta.test", "Beta").has_value());
+      ASSERT_TRUE(db::add_community(*conn, "alpha.test", "Alpha", community_policy::open).has_value());
+      ASSERT_TRUE(db::add_community(*conn, "beta.test", "Beta", community_policy::open).has_value());
     }
     node_config cfg;
     cfg.database_url = db_->url();

@@ -39,7 +39,7 @@ TEST(sigterm, drains_closes_with_1001_and_exits_zero) {
   {
     auto conn = db.connect();
     ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
-    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "").has_value());
+    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
   }
   auto dir = std::filesystem::temp_directory_path() / ("waggle-sigterm-" + std::to_string(getpid()));
   auto port = free_port();

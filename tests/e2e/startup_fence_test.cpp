@@ -103,7 +103,7 @@ class startup_fence : public ::testing::Test {
     db_ = std::make_unique<pgtest::scratch_database>("startup");
     auto conn = db_->connect();
     ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
-    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "").has_value());
+    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
   }
   void exec(const std::string& sql) {
     auto conn = db_->connect();

@@ -120,6 +120,7 @@ struct fake_node {
           [](const live_event&) {},
           [](drain_request) {},
           [](const channel_revoked&) {},
+          [](const access_revoked&) {},
         };
       });
     };

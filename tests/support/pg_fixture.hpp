@@ -138,7 +138,7 @@ class PgTest : public ::testing::Test {
                        "-" + std::to_string(n++) + ".test";
     for (auto& c : host)
       c = (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '-';
-    auto r = db::add_community(conn(), host, "test community");
+    auto r = db::add_community(conn(), host, "test community", community_policy::open);
     EXPECT_TRUE(r.has_value()) << (r.has_value() ? "" : r.error().reason);
     return r.has_value() ? r->id : 0;
   }
@@ -209,6 +209,7 @@ inline const char* outcome_name(write_outcome o) {
     case write_outcome::rejected: return "rejected";
     case write_outcome::refused: return "refused";
     case write_outcome::failed: return "failed";
+    case write_outcome::blocked: return "blocked";
   }
   return "?";
 }
