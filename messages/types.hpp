@@ -250,6 +250,9 @@ struct drain_request {};
 // Directory/health timer tick (a typed input so traces can record it).
 struct refresh_tick {};
 
+// Expiration reaper timer (NIP-40): delete the events that have expired.
+struct expiry_tick {};
+
 // Node supervisor -> itself: restart a child after its backoff.
 struct restart_child {
   uint8_t which = 0;
@@ -401,6 +404,11 @@ typename Inspector::result_type inspect(Inspector& f, refresh_tick&) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expiry_tick&) {
+  return f(caf::meta::type_name("expiry_tick"));
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, restart_child& x) {
   return f(caf::meta::type_name("restart_child"), x.which);
 }
@@ -519,4 +527,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::ingest_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::http_request_in))
   CAF_ADD_TYPE_ID(waggle, (waggle::http_event_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::expiry_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)
