@@ -59,6 +59,7 @@ struct plan {
   std::map<char, std::vector<std::string>> tags;  // indexable values, distinct
   std::optional<int64_t> since, until;
   uint32_t limit = 0;
+  int64_t now = 0;  // NIP-40: rows with expires_at <= now are not served
 };
 
 std::optional<std::vector<std::string>> hex_list(const std::vector<std::string>* v, bool& empty) {
@@ -73,8 +74,10 @@ std::optional<std::vector<std::string>> hex_list(const std::vector<std::string>*
   return std::vector<std::string>(s.begin(), s.end());
 }
 
-plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_count) {
+plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_count,
+             int64_t now) {
   plan p;
+  p.now = now;
   if (f.matches_nothing()) {
     p.empty = true;
     return p;
@@ -150,6 +153,12 @@ std::string event_conditions(const plan& p, params& ps, const std::string& commu
                              char driver_tag, bool skip_authors, bool skip_kinds,
                              bool skip_time) {
   std::string w = "e.community_id = " + community + " AND e.deleted_at IS NULL";
+  // NIP-40: an expired row is invisible from its expiration second on, until
+  // the reaper deletes it. Every driver below reads the events row anyway (for
+  // deleted_at, channel and raw), so this is a test on a row already fetched,
+  // never an extra probe.
+  w += " AND (e.expires_at IS NULL OR e.expires_at > " + ps.add(std::to_string(p.now)) +
+       "::bigint)";
   // Channel events (NIP-29) are read only by filters that name their
   // channels with #h, which the caller access-checked.
   if (!p.tags.contains('h'))
@@ -260,7 +269,7 @@ std::string field_string(const pqxx::field& f) { return std::string(f.c_str(), f
 
 std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
                                       const std::vector<proto::filter>& filters,
-                                      const proto::filter_limits& lim) {
+                                      const proto::filter_limits& lim, int64_t now) {
   struct row {
     int64_t created_at;
     std::string id;
@@ -271,7 +280,7 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
   size_t cap = 0;
   pqxx::read_transaction tx(conn);
   for (const auto& f : filters) {
-    plan p = plan_of(f, lim, false);
+    plan p = plan_of(f, lim, false, now);
     if (p.empty)
       continue;
     cap += p.limit;
@@ -300,13 +309,13 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
 }
 
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
-                      const std::vector<proto::filter>& filters) {
+                      const std::vector<proto::filter>& filters, int64_t now) {
   params ps;
   std::string community = ps.add(std::to_string(community_id)) + "::bigint";
   std::string unioned;
   proto::filter_limits unlimited;
   for (const auto& f : filters) {
-    plan p = plan_of(f, unlimited, true);
+    plan p = plan_of(f, unlimited, true, now);
     if (p.empty)
       continue;
     if (!unioned.empty())

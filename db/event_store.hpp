@@ -84,14 +84,16 @@ constexpr size_t max_indexed_tag_value = 256;
 
 // History for REQ: each filter queried with its own limit, results merged,
 // de-duplicated by id and ordered newest first (ties by id ascending). Returns
-// the stored raw JSON of each event.
+// the stored raw JSON of each event. `now` (unix seconds, the caller's clock)
+// hides every event whose NIP-40 expiration is at or before it.
 std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
                                       const std::vector<proto::filter>& filters,
-                                      const proto::filter_limits& lim);
+                                      const proto::filter_limits& lim, int64_t now);
 
-// NIP-45: number of distinct live events matching any filter.
+// NIP-45: number of distinct live events matching any filter, not expired at
+// `now` (as for query_events).
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
-                      const std::vector<proto::filter>& filters);
+                      const std::vector<proto::filter>& filters, int64_t now);
 
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.

@@ -1,5 +1,6 @@
 #include "db/event_store.hpp"
 #include "db/event_write_sql.hpp"
+#include "db/indexed_tags.hpp"
 #include "db/sql_util.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <pqxx/transaction>
 
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip40.hpp"
 
 // The write path for events (docs/write-path.md, docs/lock-protocol.md).
 //
@@ -163,6 +165,8 @@ std::optional<std::string> malformed(const proto::event& ev) {
     return "event has no serialised form";
   if (ev.raw.find('\0') != std::string::npos)
     return "event serialisation contains a NUL byte";
+  if (auto at = proto::expiration_of(ev); !at)
+    return at.error().reason;
   return std::nullopt;
 }
 
@@ -508,7 +512,7 @@ void batch_write::add_replace_call(std::vector<statement_call>& phase_b) {
 void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
   if (to_insert.empty())
     return;
-  array_literal community, id, pubkey, created, kind, d_hex, raw, channel;
+  array_literal community, id, pubkey, created, kind, d_hex, raw, channel, expires;
   array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
   for (size_t k : to_insert) {
     const auto& c = cands[k];
@@ -527,19 +531,16 @@ void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
       channel.text(*c.channel);
     else
       channel.null();
-    // One row per distinct (single-letter name, first value) of the event.
-    std::set<std::pair<char, std::string_view>> seen;
-    for (const auto& t : ev.tags) {
-      if (t.size() < 2 || t[0].size() != 1 || !is_letter(t[0][0]))
-        continue;
-      if (t[1].size() > max_indexed_tag_value)
-        continue;
-      if (!seen.emplace(t[0][0], t[1]).second)
-        continue;
+    // NIP-40: collect_candidates refused a malformed expiration already.
+    if (auto at = proto::expiration_of(ev); at && *at)
+      expires.integer(**at);
+    else
+      expires.null();
+    for (const auto& [name, value] : indexed_tags(ev)) {
       t_community.integer(c.community_id);
       t_event.text(ev.id);
-      t_name.text(t[0]);
-      t_value.text(hex_of(t[1]));
+      t_name.text(name);
+      t_value.text(hex_of(value));
       t_kind.integer(ev.kind);
       t_created.integer(ev.created_at);
     }
@@ -548,7 +549,7 @@ void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
   phase_b.push_back({stmt_insert, {community.str(), id.str(), pubkey.str(), created.str(),
                                    kind.str(), d_hex.str(), raw.str(), t_community.str(),
                                    t_event.str(), t_name.str(), t_value.str(), t_kind.str(),
-                                   t_created.str(), channel.str()}});
+                                   t_created.str(), channel.str(), expires.str()}});
 }
 
 void batch_write::add_delete_and_ttl_calls(std::vector<statement_call>& phase_b) {

@@ -108,13 +108,14 @@ UPDATE events e SET deleted_at = now()
 inline constexpr const char* stmt_insert = "waggle_ev_insert";
 inline constexpr const char* sql_insert = R"sql(
 WITH ins AS (
-  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel)
+  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel,
+                      expires_at)
   SELECT u.community_id, decode(u.id_hex, 'hex'), decode(u.pubkey_hex, 'hex'), u.created_at,
-         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw, u.channel
+         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw, u.channel, u.expires_at
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[],
-                $7::text[], $14::text[])
+                $7::text[], $14::text[], $15::bigint[])
          WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, created_at, kind, d_hex, raw,
-                              channel, ord)
+                              channel, expires_at, ord)
    ORDER BY u.ord
   ON CONFLICT (community_id, id) DO NOTHING
   RETURNING community_id, id, pubkey

@@ -58,6 +58,9 @@ using roster_actor = caf::typed_actor<caf::reacts_to<roster_dirty>>;
 // TTL reaper (detached, own connection).
 using ttl_reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;
 
+// Expiration reaper (detached, own connection): deletes expired events.
+using expiration_reaper_actor = caf::typed_actor<caf::reacts_to<expiry_tick>>;
+
 // Connection actor: one per socket.
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,

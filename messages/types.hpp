@@ -298,6 +298,9 @@ struct drain_request {};
 // Directory/health timer tick (a typed input so traces can record it).
 struct refresh_tick {};
 
+// Expiration reaper timer (NIP-40): delete the events that have expired.
+struct expiry_tick {};
+
 // Node supervisor -> itself: restart a child after its backoff.
 struct restart_child {
   uint8_t which = 0;
@@ -481,6 +484,11 @@ typename Inspector::result_type inspect(Inspector& f, refresh_tick&) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expiry_tick&) {
+  return f(caf::meta::type_name("expiry_tick"));
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, restart_child& x) {
   return f(caf::meta::type_name("restart_child"), x.which);
 }
@@ -607,4 +615,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::invite_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::access_poke))
   CAF_ADD_TYPE_ID(waggle, (waggle::watch_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::expiry_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)

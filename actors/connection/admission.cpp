@@ -4,6 +4,7 @@
 
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip43.hpp"
+#include "messages/proto/nip40.hpp"
 #include "messages/values.hpp"
 
 namespace waggle {
@@ -20,6 +21,13 @@ status admit_event(const proto::event& ev, const std::set<std::string>& authed, 
       || ev.created_at > now + policy.created_at_window)
     return {ec::invalid, "created_at is more than " + std::to_string(policy.created_at_window)
                            + " seconds from the relay's clock"};
+  // NIP-40: an event that has expired is refused before it costs a signature
+  // check; a malformed expiration is refused too rather than read as "never".
+  auto expires = proto::expiration_of(ev);
+  if (!expires)
+    return expires.error();
+  if (proto::has_expired(*expires, now))
+    return {ec::invalid, "event has expired"};
   if (!proto::verify_signature(ev))
     return {ec::invalid, "bad signature"};
   return {};

@@ -24,7 +24,8 @@ struct admission_policy {
 constexpr int32_t auth_kind = 22242;
 
 // Checks an EVENT for storage: not an AUTH event, created_at within the
-// window, signature valid. `authed` holds the pubkeys this client proved.
+// window, no NIP-40 expiration at or before `now` (nor a malformed one),
+// signature valid. `authed` holds the pubkeys this client proved.
 status admit_event(const proto::event& ev, const std::set<std::string>& authed, int64_t now,
                    const admission_policy& policy);
 

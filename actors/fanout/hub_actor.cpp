@@ -1,9 +1,11 @@
 #include "actors/fanout/hub_actor.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip40.hpp"
 
 namespace waggle {
 
@@ -146,10 +148,28 @@ void hub_state::init(hub_ptr self_ptr, node_env e) {
 }
 
 void hub_state::on_committed(const committed_events& batch) {
-  for (auto& item : batch.items)
+  // NIP-40: an event that expired between admission and its commit is not
+  // fanned out (reads stopped serving it at the same second). The clock is
+  // read only for a batch that has an event with an expiration tag, at most
+  // once per batch: nearly no batch does, and a trace gets no new readings.
+  std::optional<int64_t> now;
+  auto expired = [&](const proto::event& ev) {
+    if (!proto::has_expiration_tag(ev))
+      return false;
+    auto at = proto::expiration_of(ev);
+    if (!at)
+      return true;  // admission refuses these; never fan one out
+    if (!now)
+      now = env.unix_now();
+    return proto::has_expired(*at, *now);
+  };
+  for (auto& item : batch.items) {
+    if (expired(*item.ev))
+      continue;
     for (auto& m : index.find(item.community_id, *item.ev))
       self->send(caf::actor_cast<connection_actor>(m.conn),
                  live_event{item.ev, std::move(m.sub_ids), std::move(m.generations)});
+  }
 }
 
 hub_ack hub_state::on_subscribe(hub_subscribe& req) {

@@ -36,6 +36,7 @@ struct node_config {
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)
+  int expiry_reap_seconds = 10;  // NIP-40 expiration reaper interval (0 = off)
   int startup_timeout_seconds = 60;  // fence probe and roster repair must finish by then
   std::string relay_name = "waggle";
   std::string relay_description = "A Nostr relay for team chat";

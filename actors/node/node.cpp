@@ -246,7 +246,7 @@ std::string node::relay_info_json(const community& c) const {
   w.String(relay_pubkey_);
   w.Key("supported_nips");
   w.StartArray();
-  for (int nip : {1, 9, 11, 29, 42, 45, 98})
+  for (int nip : {1, 9, 11, 29, 40, 42, 45, 98})
     w.Int(nip);
   w.EndArray();
   w.Key("software");

@@ -26,6 +26,7 @@ const char* child_name(child c) {
     case child::directory: return "community_directory";
     case child::group: return "group";
     case child::membership: return "membership";
+    case child::expiry: return "expiration_reaper";
     default: return "?";
   }
 }
@@ -44,7 +45,7 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   snapshot = std::move(community_snapshot_ptr);
   // The hub first: ingest is spawned with its handle.
   for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group,
-                     child::membership})
+                     child::membership, child::expiry})
     spawn_child(which);
 }
 
@@ -73,6 +74,9 @@ void node_supervisor_state::spawn_child(child which) {
       break;
     case child::membership:
       spawn_membership();
+      break;
+    case child::expiry:
+      spawn_expiry_reaper();
       break;
     default:
       return;
@@ -140,6 +144,19 @@ void node_supervisor_state::spawn_membership() {
       caf::anon_send_exit(membership, caf::exit_reason::kill);
     });
   watch(child::membership, handles.membership);
+}
+
+// Held by the supervisor like the directory: it needs nothing from any other
+// child and nobody sends to it, so the supervisor's monitor and restart are
+// all the care it needs. Not spawned when off: it would only hold a
+// connection.
+void node_supervisor_state::spawn_expiry_reaper() {
+  if (cfg.expiry_reap_seconds <= 0)
+    return;
+  expiry_reaper = self->system().spawn<caf::detached>(
+    expiration_reaper_impl, cfg.database_url, env.for_actor("expiration_reaper"),
+    caf::timespan{std::chrono::seconds(cfg.expiry_reap_seconds)}, db::reap_limits{});
+  watch(child::expiry, expiry_reaper);
 }
 
 void node_supervisor_state::on_restart(restart_child msg) {

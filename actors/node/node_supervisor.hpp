@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "actors/communities/community_directory.hpp"
+#include "actors/expiry/expiration_reaper.hpp"
 #include "actors/node/config.hpp"
 #include "actors/connection/connection_actor.hpp"
 #include "actors/support/env.hpp"
@@ -40,7 +41,7 @@ class handle_board {
   std::shared_ptr<const node_handles> current_ = std::make_shared<node_handles>();
 };
 
-enum class child : uint8_t { hub = 0, ingest, reader, directory, group, membership, count };
+enum class child : uint8_t { hub = 0, ingest, reader, directory, group, membership, expiry, count };
 
 struct node_supervisor_state;
 using node_supervisor_ptr = node_supervisor_actor::stateful_pointer<node_supervisor_state>;
@@ -56,6 +57,7 @@ struct node_supervisor_state {
   std::shared_ptr<community_snapshot> snapshot;
   node_handles handles;
   community_directory_actor directory;
+  expiration_reaper_actor expiry_reaper;  // none with --expiry-reap-seconds 0
   std::array<caf::actor_addr, static_cast<size_t>(child::count)> addrs;
   std::array<int, static_cast<size_t>(child::count)> restarts{};
 
@@ -74,6 +76,7 @@ struct node_supervisor_state {
   void spawn_directory();
   void spawn_group();
   void spawn_membership();
+  void spawn_expiry_reaper();
   template <class Handle>
   void watch(child which, const Handle& h);
 };

@@ -68,6 +68,14 @@ Reply reader_session_state::run_read(Fn&& fn) {
   return reply;
 }
 
+// NIP-40's "now" for a read: this session's wall clock, read at the moment
+// the query is built, so an event stops being served the second it expires
+// (docs/expiration.md says why not the database's clock). Read from the
+// source, not through env.unix_now(): a trace records a session's request and
+// reply, and a replay answers them from the trace with a stand-in that never
+// reads a clock, so a recorded reading here would be one the replay misses.
+int64_t reader_session_state::read_clock() const { return env.sources.unix_now(); }
+
 history_reply reader_session_state::on_history(const history_request& req) {
   return run_read<history_reply>([&](pqxx::connection& conn, history_reply& reply) {
     // Checked again here, after the subscription was registered with the
@@ -81,7 +89,7 @@ history_reply reader_session_state::on_history(const history_request& req) {
     }
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
-    reply.raws = db::query_events(conn, req.community_id, req.filters, limits);
+    reply.raws = db::query_events(conn, req.community_id, req.filters, limits, read_clock());
   });
 }
 
@@ -91,7 +99,7 @@ count_reply reader_session_state::on_count(const count_request& req) {
       reply.err = access.err;
       return;
     }
-    reply.count = db::count_events(conn, req.community_id, req.filters);
+    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock());
   });
 }
 

@@ -30,6 +30,7 @@ struct reader_session_state {
   history_reply on_history(const history_request& req);
   count_reply on_count(const count_request& req);
   access_reply on_access(const access_request& req);
+  int64_t read_clock() const;
 
  private:
   template <class Reply, class Fn>

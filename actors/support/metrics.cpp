@@ -74,6 +74,9 @@ std::string metrics::render() const {
   counter("waggle_events_duplicate_total", "Events answered as duplicates.",
           events_duplicate.load());
   counter("waggle_ingest_batches_total", "Committed ingest transactions.", ingest_batches.load());
+  counter("waggle_expired_events_reaped_total",
+          "Expired events (NIP-40) deleted by the expiration reaper.",
+          expired_events_reaped.load());
   counter("waggle_channel_ttl_refresh_failures_total",
           "Batches whose channel TTL refresh failed (events kept; see the server log).",
           db::ttl_refresh_failures());

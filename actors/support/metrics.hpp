@@ -41,6 +41,7 @@ class metrics {
   std::atomic<uint64_t> events_accepted{0};
   std::atomic<uint64_t> events_duplicate{0};
   std::atomic<uint64_t> ingest_batches{0};
+  std::atomic<uint64_t> expired_events_reaped{0};  // NIP-40, by the expiration reaper
   histogram ingest_batch_size;      // events per committed batch
   histogram commit_latency;         // seconds from BEGIN to COMMIT returning
   histogram ack_latency;            // seconds from frame received to OK sent

@@ -158,7 +158,7 @@ class QueryTest : public PgTest {
 
   std::vector<std::string> query(const std::vector<proto::filter>& fs,
                                  const proto::filter_limits& lim = {}) {
-    return db::query_events(conn(), data_->community_id, fs, lim);
+    return db::query_events(conn(), data_->community_id, fs, lim, wall_now());
   }
 
   // "created_at:id-prefix" per event, for readable failure messages.
@@ -178,7 +178,7 @@ class QueryTest : public PgTest {
     auto got = query(fs);
     EXPECT_EQ(brief(got), brief(want)) << label;
     EXPECT_TRUE(got == want) << label << ": same events, different bytes";
-    EXPECT_EQ(db::count_events(conn(), data_->community_id, fs), expected_count(fs)) << label;
+    EXPECT_EQ(db::count_events(conn(), data_->community_id, fs, wall_now()), expected_count(fs)) << label;
   }
 
   std::string pk(int n) const { return proto::pubkey_of(secret(n)); }
@@ -208,7 +208,7 @@ TEST_F(QueryTest, ByIds) {
   proto::filter deleted;
   deleted.ids = std::vector<std::string>(data_->deleted.begin(), data_->deleted.end());
   EXPECT_TRUE(query({deleted}).empty()) << "deleted events are never returned";
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {deleted}), 0u);
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {deleted}, wall_now()), 0u);
 }
 
 TEST_F(QueryTest, ByAuthors) {
@@ -285,7 +285,7 @@ TEST_F(QueryTest, LongTagValuesAreNotIndexed) {
   proto::filter f;
   f.tags['t'] = {std::string(300, 'L')};
   EXPECT_TRUE(query({f}).empty());
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {f}), 0u);
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {f}, wall_now()), 0u);
 }
 
 TEST_F(QueryTest, OrderingIsNewestFirstTiesByIdAscending) {
@@ -343,7 +343,7 @@ TEST_F(QueryTest, MatchesNothingFiltersAreSkipped) {
   zero.limit = 0;
   for (const auto& f : {none_kinds, none_ids, none_tag, inverted, zero})
     EXPECT_TRUE(query({f}).empty()) << proto::to_json(f);
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {none_kinds, none_ids, none_tag, inverted}), 0u);
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {none_kinds, none_ids, none_tag, inverted}, wall_now()), 0u);
   proto::filter some;
   some.kinds = std::vector<int32_t>{7};
   some.limit = 3;
@@ -355,14 +355,14 @@ TEST_F(QueryTest, CountIgnoresLimits) {
   proto::filter f;
   f.kinds = std::vector<int32_t>{1, 7, 9};
   f.limit = 1;
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {f}), expected_count({f}));
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {f}, wall_now()), expected_count({f}));
   EXPECT_GT(expected_count({f}), 50u);
   proto::filter g;
   g.tags['g'] = {"room0", "room1"};
   proto::filter h;
   h.authors = std::vector<std::string>{pk(1)};
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {g, h}), expected_count({g, h}));
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {}), 0u);
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {g, h}, wall_now()), expected_count({g, h}));
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {}, wall_now()), 0u);
 }
 
 TEST_F(QueryTest, ClientStringsAreParametersNotSql) {
@@ -373,7 +373,7 @@ TEST_F(QueryTest, ClientStringsAreParametersNotSql) {
   proto::filter g;
   g.tags['g'] = {"room1' OR '1'='1", "NULL"};
   EXPECT_TRUE(query({g}).empty());
-  EXPECT_EQ(db::count_events(conn(), data_->community_id, {g}), 0u);
+  EXPECT_EQ(db::count_events(conn(), data_->community_id, {g}, wall_now()), 0u);
 }
 
 // Random filters against the oracle (deterministic seed).
@@ -430,11 +430,11 @@ TEST_F(QueryTest, OtherCommunitiesAreInvisible) {
   f.limit = 500;
   for (const auto& raw : query({f}))
     EXPECT_EQ(raw.find("noise"), std::string::npos);
-  auto other = db::query_events(conn(), data_->other_community_id, {f}, proto::filter_limits{});
+  auto other = db::query_events(conn(), data_->other_community_id, {f}, proto::filter_limits{}, wall_now());
   EXPECT_EQ(other.size(), 20u);
   for (const auto& raw : other)
     EXPECT_NE(raw.find("noise"), std::string::npos);
-  EXPECT_EQ(db::count_events(conn(), data_->other_community_id, {proto::filter{}}), 20u);
+  EXPECT_EQ(db::count_events(conn(), data_->other_community_id, {proto::filter{}}, wall_now()), 20u);
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ TEST_F(WriteTest, DeletionByETagDeletesOwnEventsOnly) {
   proto::filter f;
   f.kinds = std::vector<int32_t>{1};
   EXPECT_EQ(query(c, f), std::vector<std::string>{theirs.raw});
-  EXPECT_EQ(db::count_events(conn(), c, {f}), 1u);
+  EXPECT_EQ(db::count_events(conn(), c, {f}, wall_now()), 1u);
   // Resent, it stays deleted.
   EXPECT_EQ(write1(c, mine), write_outcome::duplicate);
   EXPECT_FALSE(is_live(c, mine.id));
@@ -220,8 +220,8 @@ TEST_F(WriteTest, SameEventInTwoCommunitiesIsTwoRowsAndStaysApart) {
   for (const auto& f : {all, by_tag, by_author, by_kind})
     EXPECT_EQ(query(a, f), std::vector<std::string>{shared.raw}) << proto::to_json(f);
   EXPECT_TRUE(query(a, by_id).empty());
-  EXPECT_EQ(db::count_events(conn(), a, {all, by_tag, by_author, by_id, by_kind}), 1u);
-  EXPECT_EQ(db::count_events(conn(), b, {by_tag}), 2u);
+  EXPECT_EQ(db::count_events(conn(), a, {all, by_tag, by_author, by_id, by_kind}, wall_now()), 1u);
+  EXPECT_EQ(db::count_events(conn(), b, {by_tag}, wall_now()), 2u);
 
   // A deletion in b does not reach a.
   auto del = make_event(30, 5, 2000, {{"e", shared.id}});

@@ -16,7 +16,7 @@ class WriteTest : public PgTest {
     return r.at(0).outcome;
   }
   std::vector<std::string> query(int64_t community_id, const proto::filter& f) {
-    return db::query_events(conn(), community_id, {f}, proto::filter_limits{});
+    return db::query_events(conn(), community_id, {f}, proto::filter_limits{}, wall_now());
   }
 };
 

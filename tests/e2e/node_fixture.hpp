@@ -81,6 +81,7 @@ class node_e2e : public ::testing::Test {
     node_config cfg;
     cfg.database_url = db_->url();
     cfg.port = 0;
+    cfg.expiry_reap_seconds = 1;  // NIP-40: the e2e test waits for a reap, not for 10 s
     key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
     cfg.relay_key_file = (key_dir_ / "relay.key").string();
     node_ = new node(cfg, node_env::production());

@@ -38,6 +38,13 @@
 
 namespace waggle::pgtest {
 
+// The wall clock in unix seconds: the `now` reads take (NIP-40 expiry), for
+// tests that do not care what time it is.
+inline int64_t wall_now() {
+  using namespace std::chrono;
+  return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();
+}
+
 inline std::string admin_url() {
   const char* u = std::getenv("WAGGLE_TEST_DATABASE_URL");
   return u ? std::string(u) : std::string();

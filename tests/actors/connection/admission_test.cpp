@@ -64,6 +64,38 @@ TEST_F(AdmissionTest, RefusesBeforeTheDatabase) {
   EXPECT_EQ(two_channels.refusal.code, ec::invalid);
 }
 
+// NIP-40: the same refusal for every route (stored, ephemeral, group
+// command), since WebSocket and POST /events both come through here.
+TEST_F(AdmissionTest, RefusesExpiredAndMalformedExpiration) {
+  auto expiring = [&](int32_t kind, std::string at) {
+    auto b = from(alice_sk).kind(kind).tag({"expiration", std::move(at)});
+    if (kind == 9000)
+      b.tag({"h", "general"});
+    return classify(b.sign());
+  };
+  for (int32_t kind : {1, 20001, 9000}) {
+    auto past = expiring(kind, std::to_string(now - 1));
+    EXPECT_EQ(past.route, route::reject) << kind;
+    EXPECT_EQ(past.refusal, (status{ec::invalid, "event has expired"})) << kind;
+    // The expiration second itself has passed.
+    EXPECT_EQ(expiring(kind, std::to_string(now)).refusal,
+              (status{ec::invalid, "event has expired"})) << kind;
+    EXPECT_NE(expiring(kind, std::to_string(now + 1)).route, route::reject) << kind;
+  }
+  for (std::string bad : {"", "-5", "soon", "1e12", "99999999999999999999"}) {
+    auto malformed = expiring(1, bad);
+    EXPECT_EQ(malformed.route, route::reject) << bad;
+    EXPECT_EQ(malformed.refusal.code, ec::invalid) << bad;
+    EXPECT_NE(malformed.refusal.reason.find("expiration"), std::string::npos) << bad;
+  }
+  // Only the first expiration tag is read.
+  auto first_counts = classify(from(alice_sk)
+                                 .tag({"expiration", std::to_string(now + 60)})
+                                 .tag({"expiration", std::to_string(now - 60)})
+                                 .sign());
+  EXPECT_EQ(first_counts.route, route::store);
+}
+
 TEST_F(AdmissionTest, OnlyTheRelaySignsGroupState) {
   auto forged = classify(from(alice_sk).kind(39002).tag({"d", "general"}).sign());
   EXPECT_EQ(forged.refusal,
