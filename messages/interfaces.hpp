@@ -69,6 +69,13 @@ using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
 using http_submit_actor
   = caf::typed_actor<caf::reacts_to<http_request_in>, caf::reacts_to<http_event_in>>;
 
+// Write-policy plugin (detached): owns the strfry-style plugin process and
+// answers each policy_request with a verdict (docs/write-policy.md).
+using write_policy_actor
+  = caf::typed_actor<caf::replies_to<policy_request>::with<policy_verdict>,
+                     caf::reacts_to<policy_output>, caf::reacts_to<policy_child_gone>,
+                     caf::reacts_to<policy_tick>, caf::reacts_to<policy_restart>>;
+
 // Community directory (detached, own connection): refreshes the Host map.
 using community_directory_actor = caf::typed_actor<caf::reacts_to<refresh_tick>>;
 

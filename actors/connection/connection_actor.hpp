@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/connection/admission.hpp"
+#include "actors/connection/policy_gate.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -24,6 +25,7 @@ struct connection_settings {
   int64_t community_id = 0;
   std::string relay_pubkey;  // signs NIP-29 group state; no one else may publish it
   std::string host;  // normalized Host of the upgrade request
+  std::string remote_ip;  // the client's address, for the write policy ("" if unknown)
   admission_policy policy;
   proto::filter_limits limits;
   size_t max_subscriptions = 64;
@@ -31,6 +33,7 @@ struct connection_settings {
   size_t max_pending_live = 2000;        // live events buffered while history loads
   caf::timespan ingest_timeout = std::chrono::seconds(30);
   caf::timespan read_timeout = std::chrono::seconds(30);
+  policy_gate_settings write_policy;
 };
 
 struct connection_peers {
@@ -38,6 +41,7 @@ struct connection_peers {
   hub_actor hub;
   reader_actor reader;
   group_actor group;
+  write_policy_actor policy;  // null without --write-policy
 };
 
 struct connection_state;
@@ -95,6 +99,7 @@ struct connection_state {
   void reject(const std::string& id, const status& st);
   void answer_with(const std::string& id, const answer& a);
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
+  void dispatch(event_ptr ev, admission admitted);
   void submit(event_ptr ev);
   void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
   void subscribe(const std::string& sub_id, uint64_t generation,

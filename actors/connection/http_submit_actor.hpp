@@ -25,6 +25,7 @@ struct http_submit_context {
   ingest_actor ingest;
   hub_actor hub;
   group_actor group;
+  write_policy_actor policy;  // null without --write-policy
   node_env env;  // named "http-N" in traces
   std::function<void(gateway::http_event_reply)> done;
 };
@@ -44,6 +45,7 @@ struct http_submit_state {
   void on_event(const http_event_in& in);
 
  private:
+  void dispatch(const event_ptr& ev, route where);
   void finish(const std::string& id, const answer& a, bool counted = true);
 };
 

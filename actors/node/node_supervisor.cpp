@@ -8,6 +8,7 @@
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
+#include "actors/policy/write_policy_plugin.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
 #include "actors/ingest/writer_session.hpp"
@@ -23,6 +24,7 @@ const char* child_name(child c) {
     case child::reader: return "reader_pool";
     case child::directory: return "community_directory";
     case child::group: return "group";
+    case child::policy: return "write_policy";
     default: return "?";
   }
 }
@@ -42,6 +44,8 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   // The hub first: ingest is spawned with its handle.
   for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group})
     spawn_child(which);
+  if (!cfg.write_policy.empty())
+    spawn_child(child::policy);
 }
 
 template <class Handle>
@@ -66,6 +70,9 @@ void node_supervisor_state::spawn_child(child which) {
       break;
     case child::group:
       spawn_group();
+      break;
+    case child::policy:
+      spawn_policy();
       break;
     default:
       return;
@@ -114,6 +121,14 @@ void node_supervisor_state::spawn_group() {
                             caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)},
                             restarts[static_cast<size_t>(child::group)] > 0);
   watch(child::group, handles.group);
+}
+
+void node_supervisor_state::spawn_policy() {
+  // Detached: it reaps its plugin process (docs/write-policy.md). Restarting
+  // the plugin itself is its own job; this restarts the actor if it dies.
+  handles.policy = self->system().spawn<caf::detached>(
+    write_policy_plugin_impl, write_policy_settings_for(cfg), env.for_actor("write_policy"));
+  watch(child::policy, handles.policy);
 }
 
 void node_supervisor_state::on_restart(restart_child msg) {

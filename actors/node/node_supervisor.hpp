@@ -24,6 +24,7 @@ struct node_handles {
   hub_actor hub;
   reader_actor reader;
   group_actor group;
+  write_policy_actor policy;  // null without --write-policy
 };
 
 // Written by the supervisor, read by io threads.
@@ -39,7 +40,7 @@ class handle_board {
   std::shared_ptr<const node_handles> current_ = std::make_shared<node_handles>();
 };
 
-enum class child : uint8_t { hub = 0, ingest, reader, directory, group, count };
+enum class child : uint8_t { hub = 0, ingest, reader, directory, group, policy, count };
 
 struct node_supervisor_state;
 using node_supervisor_ptr = node_supervisor_actor::stateful_pointer<node_supervisor_state>;
@@ -72,6 +73,7 @@ struct node_supervisor_state {
   void spawn_reader();
   void spawn_directory();
   void spawn_group();
+  void spawn_policy();
   template <class Handle>
   void watch(child which, const Handle& h);
 };
