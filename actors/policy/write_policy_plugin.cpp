@@ -51,7 +51,7 @@ void write_policy_state::start_child() {
   up = true;
   log::info("write_policy", "plugin started",
             {{"path", settings.path}, {"pid", std::to_string(proc->pid())},
-             {"restarts", std::to_string(gen - 1)}});
+             {"restarts", std::to_string(starts++)}});
 }
 
 caf::result<policy_verdict> write_policy_state::on_request(const policy_request& req) {

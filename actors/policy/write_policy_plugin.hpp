@@ -51,6 +51,7 @@ struct write_policy_state {
   std::unique_ptr<plugin_process> proc;
   uint64_t generation = 0;  // of the current child; output of older ones is ignored
   bool up = false;
+  uint64_t starts = 0;  // children started, for the log
   int failures = 0;  // since the plugin last gave a verdict: the restart backoff
   uint64_t next_seq = 0;
   // By arrival, which is also by deadline (one timeout for all).
