@@ -88,6 +88,10 @@ void node::stop() {
       caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   }
   system_->await_all_actors_done();
+  // The board's handles are strong references, and a detached actor's thread
+  // (the write-policy plugin's) waits for its actor to be destroyed before the
+  // actor system can be.
+  board_->set({});
   system_.reset();
 }
 
