@@ -21,6 +21,19 @@ namespace net = boost::asio;
 
 namespace {
 
+// The peer's address as text, an IPv4-mapped IPv6 address as plain IPv4 (a
+// dual-stack listener reports IPv4 clients that way); "" if unknown.
+std::string client_ip(const net::ip::tcp::socket& socket) {
+  beast::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (ec)
+    return {};
+  auto addr = ep.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped())
+    return net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6()).to_string();
+  return addr.to_string();
+}
+
 constexpr const char* text_plain = "text/plain; charset=utf-8";
 constexpr const char* app_json = "application/json";
 
@@ -68,7 +81,8 @@ http_session::http_session(net::ip::tcp::socket&& socket, std::shared_ptr<server
   : stream_(std::move(socket)),
     st_(std::move(st)),
     slot_(std::move(slot)),
-    submit_timer_(stream_.get_executor()) {}
+    submit_timer_(stream_.get_executor()),
+    remote_ip_(client_ip(stream_.socket())) {}
 
 void http_session::run() {
   // The socket's executor is a strand: start there.
@@ -321,7 +335,7 @@ void http_session::upgrade_to_websocket(const community& c, const std::string& h
   }
   // The socket, its slot and the ws_count reservation move to the session.
   auto ws = std::make_shared<ws_session>(std::move(stream_), st_, c, normalize_host(host_header),
-                                         std::move(slot_));
+                                         remote_ip_, std::move(slot_));
   if (raw.empty())
     ws->run(std::move(req_));
   else
@@ -354,7 +368,7 @@ void http_session::handle_post_events(const community& c, const std::string& hos
   try {
     st_->api.submit_event(c,
                           {std::string{req_[http::field::authorization]}, host,
-                           std::string{req_.target()}, std::move(req_.body())},
+                           std::string{req_.target()}, std::move(req_.body()), remote_ip_},
                           std::move(done));
   } catch (const std::exception& e) {
     log::warn(st_->api, "submit_event threw", e.what());

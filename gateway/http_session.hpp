@@ -69,6 +69,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   request req_;
   std::shared_ptr<response> res_;  // alive while being written
   boost::asio::steady_timer submit_timer_;
+  std::string remote_ip_;  // the client's address, for the node's write policy
   bool awaiting_reply_ = false;
   uint64_t submit_seq_ = 0;
   std::string drain_;

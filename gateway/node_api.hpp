@@ -35,6 +35,7 @@ struct http_event_request {
   std::string host;           // the Host header, as sent (NIP-98 compares it)
   std::string target;         // path and query
   std::string body;
+  std::string remote_ip;      // the client's address ("" if unknown; IPv4-mapped shown as IPv4)
 };
 
 struct server_limits {
@@ -48,8 +49,10 @@ struct server_limits {
 struct node_api {
   // Host (as sent, any case, maybe with port) -> live community. Lock-free snapshot.
   std::function<std::optional<community>(std::string_view host)> find_community;
-  // Spawns the connection actor of a new socket. `host` is the normalized Host.
-  std::function<connection_actor(const community&, const std::string& host, socket_sink_ptr)>
+  // Spawns the connection actor of a new socket. `host` is the normalized
+  // Host; `remote_ip` the client's address as http_event_request has it.
+  std::function<connection_actor(const community&, const std::string& host,
+                                 const std::string& remote_ip, socket_sink_ptr)>
     open_connection;
   // POST /events: verifies the NIP-98 Authorization and the event (id,
   // signature, window) off the io threads, checks that the event's pubkey is

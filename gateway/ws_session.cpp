@@ -39,11 +39,13 @@ const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consum
 }  // namespace
 
 ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
-                       community community, std::string host, std::unique_ptr<tcp_slot> slot)
+                       community community, std::string host, std::string remote_ip,
+                       std::unique_ptr<tcp_slot> slot)
   : ws_(std::move(stream)),
     st_(std::move(st)),
     community_(std::move(community)),
     host_(std::move(host)),
+    remote_ip_(std::move(remote_ip)),
     slot_(std::move(slot)),
     close_timer_(ws_.get_executor()) {}
 
@@ -98,7 +100,7 @@ void ws_session::on_accept(beast::error_code ec) {
     st_->registry.emplace(this, weak_from_this());
   }
   try {
-    actor_ = st_->api.open_connection(community_, host_,
+    actor_ = st_->api.open_connection(community_, host_, remote_ip_,
                                       std::make_shared<session_sink>(weak_from_this(), st_->gate));
   } catch (const std::exception& e) {
     log::warn(st_->api, "open_connection threw", e.what());

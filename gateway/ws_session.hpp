@@ -26,7 +26,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // The caller has already reserved a slot in st->ws_count; the session
   // releases it when destroyed.
   ws_session(boost::beast::tcp_stream&& stream, std::shared_ptr<server_state> st,
-             community community, std::string host, std::unique_ptr<tcp_slot> slot);
+             community community, std::string host, std::string remote_ip,
+             std::unique_ptr<tcp_slot> slot);
   ~ws_session();
 
   // Accepts the upgrade request (already read by the http_session).
@@ -66,6 +67,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::shared_ptr<server_state> st_;
   community community_;
   std::string host_;
+  std::string remote_ip_;
   std::unique_ptr<tcp_slot> slot_;
   boost::asio::steady_timer close_timer_;
   connection_actor actor_;

@@ -83,6 +83,13 @@ using membership_actor
 // state after each access change and sends the revocations to the hub.
 using community_watcher_actor
   = caf::typed_actor<caf::reacts_to<access_poke>, caf::reacts_to<watch_tick>>;
+// Write-policy plugin (detached): owns the strfry-style plugin process and
+// answers each policy_request with a verdict (docs/write-policy.md).
+using write_policy_actor
+  = caf::typed_actor<caf::replies_to<policy_request>::with<policy_verdict>,
+                     caf::reacts_to<policy_output>, caf::reacts_to<policy_child_gone>,
+                     caf::reacts_to<policy_tick>, caf::reacts_to<policy_restart>>;
+
 // Community directory (detached, own connection): refreshes the Host map.
 // access_poke: a community's row changed (policy, NIP-11 text, blocked
 // addresses): refresh now, outside the timer.

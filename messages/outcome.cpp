@@ -71,4 +71,24 @@ answer answer_for(write_outcome outcome, const std::string& reason) {
   return make_answer({code_of(outcome), reason});
 }
 
+answer answer_for_policy_reject(std::string_view msg) {
+  if (msg.empty())
+    return make_answer({ec::blocked, "rejected by write policy"});
+  auto colon = msg.find(':');
+  auto prefix = colon == std::string_view::npos ? std::string_view{} : msg.substr(0, colon);
+  ec code = ec::none;
+  for (auto c : {ec::invalid, ec::blocked, ec::restricted, ec::auth_required, ec::rate_limited,
+                 ec::unavailable})
+    if (prefix == prefix_of(c))
+      code = c;
+  // NIP-01 prefixes we have no code for: a refusal all the same.
+  if (prefix == "duplicate" || prefix == "pow" || prefix == "mute")
+    code = ec::blocked;
+  if (code == ec::none)
+    return make_answer({ec::blocked, std::string{msg}});
+  auto a = make_answer({code, ""});
+  a.message = std::string{msg};
+  return a;
+}
+
 }  // namespace waggle

@@ -44,6 +44,12 @@ answer answer_for(const status& st);
 // What the database did with the event.
 answer answer_for(write_outcome outcome, const std::string& reason);
 
+// A write-policy plugin's reject (docs/write-policy.md): its message as is when
+// it starts with one of NIP-01's machine prefixes, else under "blocked: "
+// ("blocked: rejected by write policy" when empty). Counted and given an HTTP
+// status by its prefix; prefixes with no code of ours (pow, mute) as blocked.
+answer answer_for_policy_reject(std::string_view msg);
+
 // The code a write outcome is answered under (the table above).
 ec code_of(write_outcome outcome);
 

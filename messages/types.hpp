@@ -18,6 +18,7 @@
 #include "messages/proto/event.hpp"
 #include "messages/proto/filter.hpp"
 #include "messages/proto/status.hpp"
+#include "messages/proto/write_policy.hpp"
 #include "messages/values.hpp"
 
 namespace waggle {
@@ -290,6 +291,52 @@ struct http_event_in {
   std::string text;
 };
 
+// -- write policy (docs/write-policy.md) --------------------------------------
+
+// Connection actor / HTTP submit -> write-policy plugin actor: judge this
+// admitted event before it goes anywhere. `ip` is the client's address
+// ("" if unknown); `received_at` the connection's clock reading (unix s).
+struct policy_request {
+  event_ptr ev;
+  int64_t received_at = 0;
+  std::string ip;
+};
+
+// The plugin's verdict, or the fail mode's when it could not give one (a
+// closed fail mode rejects with "blocked: write policy unavailable").
+struct policy_verdict {
+  policy_action action = policy_action::reject;
+  std::string msg;
+};
+
+// The fail mode's verdict (`--write-policy-fail closed|open`).
+inline policy_verdict unavailable_verdict(bool fail_open) {
+  if (fail_open)
+    return {policy_action::accept, ""};
+  return {policy_action::reject, "blocked: write policy unavailable"};
+}
+
+// The plugin process's reader thread -> the plugin actor: one line of its
+// stdout (an answer) or stderr (logged). `generation` names the child, so a
+// line of a child that was already replaced is ignored.
+struct policy_output {
+  uint64_t generation = 0;
+  bool is_stderr = false;
+  std::string line;
+};
+
+// Reader thread -> plugin actor: the child's stdout ended (it exited or
+// closed it): it is killed, reaped and restarted.
+struct policy_child_gone {
+  uint64_t generation = 0;
+};
+
+// Plugin actor -> itself: check deadlines and retry pending stdin writes.
+struct policy_tick {};
+
+// Plugin actor -> itself, after the restart backoff: start a new child.
+struct policy_restart {};
+
 // -- node ---------------------------------------------------------------------
 
 // Node -> connection actors on SIGTERM: answer what is in flight, then close 1001.
@@ -502,6 +549,31 @@ typename Inspector::result_type inspect(Inspector& f, http_event_in& x) {
   return f(caf::meta::type_name("http_event_in"), x.auth_pubkey, x.text);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_request& x) {
+  return f(caf::meta::type_name("policy_request"), x.ev, x.received_at, x.ip);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_verdict& x) {
+  return f(caf::meta::type_name("policy_verdict"), x.action, x.msg);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_output& x) {
+  return f(caf::meta::type_name("policy_output"), x.generation, x.is_stderr, x.line);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_child_gone& x) {
+  return f(caf::meta::type_name("policy_child_gone"), x.generation);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_tick&) {
+  return f(caf::meta::type_name("policy_tick"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_restart&) {
+  return f(caf::meta::type_name("policy_restart"));
+}
+
 // Registers the block with a config; call before constructing actor_system.
 void register_types(caf::actor_system_config& cfg);
 
@@ -616,4 +688,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::access_poke))
   CAF_ADD_TYPE_ID(waggle, (waggle::watch_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::expiry_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_verdict))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_output))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_child_gone))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::policy_restart))
 CAF_END_TYPE_ID_BLOCK(waggle)

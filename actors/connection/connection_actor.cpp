@@ -100,18 +100,36 @@ void connection_state::answer_with(const std::string& id, const answer& a) {
 void connection_state::on_event(proto::event&& ev) {
   if (draining)
     return reject(ev.id, {ec::unavailable, "relay is shutting down"});
-  auto admitted = classify_event(
-    ev, {authed, env.unix_now(), settings.policy, settings.relay_pubkey, true});
+  auto now = env.unix_now();
+  auto admitted = classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true});
   if (admitted.route == route::reject)
     return reject(ev.id, admitted.refusal);
   if (events_in_flight >= settings.max_events_in_flight)
     return reject(ev.id, {ec::rate_limited, "too many events awaiting commit on this connection"});
   auto ptr = std::make_shared<const proto::event>(std::move(ev));
+  // Awaiting its verdict counts as in flight: a drain waits for it.
+  ++events_in_flight;
+  policy_gate(
+    self, env, peers.policy, settings.write_policy, {ptr, now, settings.remote_ip},
+    [this, ptr, admitted = std::move(admitted)]() mutable {
+      --events_in_flight;
+      dispatch(ptr, std::move(admitted));
+    },
+    [this, id = ptr->id](const answer& a) {
+      --events_in_flight;
+      answer_with(id, a);
+      finish_drain_if_idle();
+    });
+}
+
+void connection_state::dispatch(event_ptr ptr, admission admitted) {
   if (admitted.route == route::ephemeral)
-    return submit_ephemeral(std::move(ptr), std::move(admitted.channel));
-  if (admitted.route == route::membership)
-    return submit_membership(std::move(ptr));
-  submit(std::move(ptr));
+    submit_ephemeral(std::move(ptr), std::move(admitted.channel));
+  else if (admitted.route == route::membership)
+    submit_membership(std::move(ptr));
+  else
+    submit(std::move(ptr));
+  finish_drain_if_idle();
 }
 
 void connection_state::submit(event_ptr ptr) {
@@ -529,6 +547,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     self->monitor(st.peers.group);
   if (st.peers.membership)
     self->monitor(st.peers.membership);
+  if (st.peers.policy)
+    self->monitor(st.peers.policy);
   // CAF 0.17 keeps a monitor on the monitored actor, with a weak reference to
   // the observer, until that actor dies or the observer demonitors: without
   // this, every closed connection's whole allocation stayed pinned by the
@@ -542,6 +562,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       self->demonitor(peers.group.address());
     if (peers.membership)
       self->demonitor(peers.membership.address());
+    if (peers.policy)
+      self->demonitor(peers.policy.address());
   });
   self->set_down_handler([self](const caf::down_msg&) {
     auto& st = self->state;

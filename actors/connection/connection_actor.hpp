@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/connection/admission.hpp"
+#include "actors/connection/policy_gate.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -28,6 +29,7 @@ struct connection_settings {
   // without channels and an ephemeral event outside channels need no access
   // check. Cleared by the revocation that says the community closed.
   bool community_open = true;
+  std::string remote_ip;  // the client's address, for the write policy ("" if unknown)
   admission_policy policy;
   proto::filter_limits limits;
   size_t max_subscriptions = 64;
@@ -35,6 +37,7 @@ struct connection_settings {
   size_t max_pending_live = 2000;        // live events buffered while history loads
   caf::timespan ingest_timeout = std::chrono::seconds(30);
   caf::timespan read_timeout = std::chrono::seconds(30);
+  policy_gate_settings write_policy;
 };
 
 struct connection_peers {
@@ -43,6 +46,7 @@ struct connection_peers {
   reader_actor reader;
   group_actor group;
   membership_actor membership;  // NIP-43 requests (null: refused as unavailable)
+  write_policy_actor policy;  // null without --write-policy
 };
 
 struct connection_state;
@@ -104,6 +108,7 @@ struct connection_state {
   void reject(const std::string& id, const status& st);
   void answer_with(const std::string& id, const answer& a);
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
+  void dispatch(event_ptr ev, admission admitted);
   void submit(event_ptr ev);
   void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
   void submit_membership(event_ptr ev);

@@ -1,6 +1,7 @@
 #include "actors/connection/http_submit_actor.hpp"
 
 #include "actors/connection/admission.hpp"
+#include "actors/connection/policy_gate.hpp"
 #include "actors/connection/store_request.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/outcome.hpp"
@@ -37,11 +38,21 @@ void http_submit_state::on_event(const http_event_in& in) {
   if (!parsed)
     return finish({}, answer_for(parsed.error()));
   auto ev = std::make_shared<const proto::event>(std::move(*parsed));
-  auto admitted = classify_event(*ev, {{in.auth_pubkey}, ctx.env.unix_now(), ctx.settings.policy,
+  auto now = ctx.env.unix_now();
+  auto admitted = classify_event(*ev, {{in.auth_pubkey}, now, ctx.settings.policy,
                                        ctx.settings.relay_pubkey, false});
-  switch (admitted.route) {
+  if (admitted.route == route::reject)
+    return finish(ev->id, answer_for(admitted.refusal));
+  policy_gate(
+    self, ctx.env, ctx.policy, ctx.settings.write_policy, {ev, now, ctx.settings.remote_ip},
+    [this, ev, where = admitted.route] { dispatch(ev, where); },
+    [this, id = ev->id](const answer& a) { finish(id, a); });
+}
+
+void http_submit_state::dispatch(const event_ptr& ev, route where) {
+  switch (where) {
     case route::reject:
-      return finish(ev->id, answer_for(admitted.refusal));
+      return;  // refused before the gate
     case route::ephemeral:
       return fan_out(ev);
     case route::membership:

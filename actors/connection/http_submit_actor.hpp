@@ -27,6 +27,7 @@ struct http_submit_context {
   group_actor group;
   reader_actor reader;          // the community access check of ephemeral events
   membership_actor membership;  // NIP-43 join and leave requests
+  write_policy_actor policy;  // null without --write-policy
   node_env env;  // named "http-N" in traces
   std::function<void(gateway::http_event_reply)> done;
 };
@@ -47,6 +48,7 @@ struct http_submit_state {
 
  private:
   void fan_out(const event_ptr& ev);
+  void dispatch(const event_ptr& ev, route where);
   void finish(const std::string& id, const answer& a, bool counted = true);
 };
 

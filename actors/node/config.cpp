@@ -5,6 +5,9 @@
 #include <functional>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace waggle {
 
 namespace {
@@ -120,6 +123,21 @@ const std::vector<option>& options() {
       "frames and readings",
       "0"},
      number(&node_config::trace_sample)},
+    {{"--write-policy", "WAGGLE_WRITE_POLICY",
+      "strfry-style write-policy plugin to run and ask about every event (docs/write-policy.md)",
+      ""},
+     text(&node_config::write_policy)},
+    {{"--write-policy-queue", "WAGGLE_WRITE_POLICY_QUEUE",
+      "events awaiting the plugin's verdict; beyond it the fail mode answers", "1000"},
+     number(&node_config::write_policy_queue)},
+    {{"--write-policy-timeout-ms", "WAGGLE_WRITE_POLICY_TIMEOUT_MS",
+      "how long the plugin may take per event before it is killed and restarted", "2000"},
+     number(&node_config::write_policy_timeout_ms)},
+    {{"--write-policy-fail", "WAGGLE_WRITE_POLICY_FAIL",
+      "while the plugin is down, hung or over its queue: closed refuses events, open accepts "
+      "them",
+      "closed"},
+     text(&node_config::write_policy_fail)},
   };
   return all;
 }
@@ -171,6 +189,18 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)
     return {ec::invalid, "commit-siblings must be within 2..32"};
+  if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
+    return {ec::invalid, "write-policy-fail must be closed or open"};
+  if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0
+      || cfg.write_policy_timeout_ms > 600'000)
+    return {ec::invalid, "write-policy-queue must be at least 1 and write-policy-timeout-ms "
+                         "within 1..600000"};
+  if (!cfg.write_policy.empty()) {
+    struct stat sb {};
+    if (::stat(cfg.write_policy.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)
+        || ::access(cfg.write_policy.c_str(), X_OK) != 0)
+      return {ec::invalid, "write-policy is not an executable file: " + cfg.write_policy};
+  }
   return {};
 }
 

@@ -45,6 +45,11 @@ struct node_config {
   std::string log_level = "info";
   std::string trace_file;     // empty: no trace (docs/traces.md)
   uint64_t trace_sample = 0;  // 0: the whole node; N: every N-th connection only
+  // strfry-style write-policy plugin (docs/write-policy.md); empty: none.
+  std::string write_policy;
+  size_t write_policy_queue = 1000;       // events awaiting a verdict
+  int64_t write_policy_timeout_ms = 2000; // per event
+  std::string write_policy_fail = "closed";  // or "open"
 };
 
 struct option_doc {

@@ -88,8 +88,9 @@ void node::stop() {
       caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   }
   system_->await_all_actors_done();
-  // The board holds strong handles; a detached actor's thread (the
-  // membership actor's) only ends once its last handle is gone.
+  // The board's handles are strong references, and a detached actor's thread
+  // (the membership actor's, the write-policy plugin's) waits for its actor to be
+  // destroyed before the actor system can be.
   board_->set({});
   system_.reset();
 }
@@ -103,7 +104,9 @@ gateway::node_api node::api() {
   gateway::node_api api;
   api.find_community = [this](std::string_view host) { return snapshot_->find(host); };
   api.open_connection = [this](const community& c, const std::string& host,
-                               socket_sink_ptr sink) { return open_connection(c, host, sink); };
+                               const std::string& remote_ip, socket_sink_ptr sink) {
+    return open_connection(c, host, remote_ip, sink);
+  };
   api.submit_event = [this](const community& c, gateway::http_event_request request,
                             std::function<void(gateway::http_event_reply)> done) {
     submit_event(c, std::move(request), std::move(done));
@@ -137,6 +140,17 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.limits = filter_limits_for(cfg);
   settings.max_subscriptions = cfg.max_subscriptions;
   settings.relay_pubkey = relay_pubkey;
+  settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
+  settings.write_policy.fail_open = cfg.write_policy_fail == "open";
+  return settings;
+}
+
+write_policy_settings write_policy_settings_for(const node_config& cfg) {
+  write_policy_settings settings;
+  settings.path = cfg.write_policy;
+  settings.max_queue = cfg.write_policy_queue;
+  settings.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
+  settings.fail_open = cfg.write_policy_fail == "open";
   return settings;
 }
 
@@ -175,10 +189,11 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
 }
 
 connection_actor node::open_connection(const community& c, const std::string& host,
-                                       socket_sink_ptr sink) {
+                                       const std::string& remote_ip, socket_sink_ptr sink) {
   auto handles = board_->get();
   auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host,
                                           c.policy == community_policy::open);
+  settings.remote_ip = remote_ip;
   auto name = "conn-" + std::to_string(++connections_opened_);
   auto env = env_.for_actor(name);
   if (env.trace && env.trace->wants_connection(name)) {
@@ -191,7 +206,7 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   auto conn = system_->spawn(
     connection_actor_impl, settings,
     connection_peers{handles->ingest, handles->hub, handles->reader, handles->group,
-                     handles->membership},
+                     handles->membership, handles->policy},
     std::move(env), std::move(sink));
   auto handle = caf::actor_cast<caf::actor>(conn);
   // Named for the trace's life, not the connection's: a read or an event it
@@ -217,6 +232,8 @@ void node::submit_event(const community& c, gateway::http_event_request request,
   http_submit_context ctx;
   ctx.settings = connection_settings_for(cfg_, relay_pubkey_, c.id, "",
                                         c.policy == community_policy::open);
+  ctx.settings.remote_ip = request.remote_ip;
+  ctx.policy = handles->policy;
   ctx.ingest = handles->ingest;
   ctx.hub = handles->hub;
   ctx.group = handles->group;

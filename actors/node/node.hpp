@@ -15,6 +15,7 @@
 #include "actors/node/config.hpp"
 #include "actors/connection/connection_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
+#include "actors/policy/write_policy_plugin.hpp"
 #include "actors/support/env.hpp"
 #include "actors/node/node_supervisor.hpp"
 #include "actors/node/gateway_observer.hpp"
@@ -50,7 +51,7 @@ class node {
   void submit_event(const community& c, gateway::http_event_request request,
                     std::function<void(gateway::http_event_reply)> done);
   connection_actor open_connection(const community& c, const std::string& host,
-                                   socket_sink_ptr sink);
+                                   const std::string& remote_ip, socket_sink_ptr sink);
 
   node_config cfg_;
   node_env env_;
@@ -74,6 +75,7 @@ connection_settings connection_settings_for(const node_config& cfg,
                                             int64_t community_id, const std::string& host,
                                             bool community_open = true);
 ingest_settings ingest_settings_for(const node_config& cfg);
+write_policy_settings write_policy_settings_for(const node_config& cfg);
 proto::filter_limits filter_limits_for(const node_config& cfg);
 
 // The trace header's "node" object: the settings a replay needs to rebuild

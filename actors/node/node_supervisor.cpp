@@ -10,6 +10,7 @@
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
+#include "actors/policy/write_policy_plugin.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
 #include "actors/ingest/writer_session.hpp"
@@ -27,6 +28,7 @@ const char* child_name(child c) {
     case child::group: return "group";
     case child::membership: return "membership";
     case child::expiry: return "expiration_reaper";
+    case child::policy: return "write_policy";
     default: return "?";
   }
 }
@@ -47,6 +49,8 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group,
                      child::membership, child::expiry})
     spawn_child(which);
+  if (!cfg.write_policy.empty())
+    spawn_child(child::policy);
 }
 
 template <class Handle>
@@ -77,6 +81,9 @@ void node_supervisor_state::spawn_child(child which) {
       break;
     case child::expiry:
       spawn_expiry_reaper();
+      break;
+    case child::policy:
+      spawn_policy();
       break;
     default:
       return;
@@ -157,6 +164,14 @@ void node_supervisor_state::spawn_expiry_reaper() {
     expiration_reaper_impl, cfg.database_url, env.for_actor("expiration_reaper"),
     caf::timespan{std::chrono::seconds(cfg.expiry_reap_seconds)}, db::reap_limits{});
   watch(child::expiry, expiry_reaper);
+}
+
+void node_supervisor_state::spawn_policy() {
+  // Detached: it reaps its plugin process (docs/write-policy.md). Restarting
+  // the plugin itself is its own job; this restarts the actor if it dies.
+  handles.policy = self->system().spawn<caf::detached>(
+    write_policy_plugin_impl, write_policy_settings_for(cfg), env.for_actor("write_policy"));
+  watch(child::policy, handles.policy);
 }
 
 void node_supervisor_state::on_restart(restart_child msg) {

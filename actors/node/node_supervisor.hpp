@@ -26,6 +26,7 @@ struct node_handles {
   reader_actor reader;
   group_actor group;
   membership_actor membership;
+  write_policy_actor policy;  // null without --write-policy
 };
 
 // Written by the supervisor, read by io threads.
@@ -41,7 +42,9 @@ class handle_board {
   std::shared_ptr<const node_handles> current_ = std::make_shared<node_handles>();
 };
 
-enum class child : uint8_t { hub = 0, ingest, reader, directory, group, membership, expiry, count };
+enum class child : uint8_t {
+  hub = 0, ingest, reader, directory, group, membership, expiry, policy, count
+};
 
 struct node_supervisor_state;
 using node_supervisor_ptr = node_supervisor_actor::stateful_pointer<node_supervisor_state>;
@@ -77,6 +80,7 @@ struct node_supervisor_state {
   void spawn_group();
   void spawn_membership();
   void spawn_expiry_reaper();
+  void spawn_policy();
   template <class Handle>
   void watch(child which, const Handle& h);
 };

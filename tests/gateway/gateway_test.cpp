@@ -94,8 +94,10 @@ struct fake_node {
       return std::nullopt;
     };
     a.open_connection = [this](const waggle::community&, const std::string& host,
+                               const std::string& remote_ip,
                                socket_sink_ptr sink) -> connection_actor {
       EXPECT_EQ(host, relay_host);
+      EXPECT_EQ(remote_ip, "127.0.0.1");  // the write policy's sourceInfo
       ++opened;
       return sys.spawn([this, sink](connection_actor::pointer self) -> connection_actor::behavior_type {
         return {
@@ -133,6 +135,7 @@ struct fake_node {
                                       static_cast<int64_t>(std::time(nullptr)));
       if (!auth.ok)
         return reply({}, answer_for(auth.err));
+      EXPECT_EQ(req.remote_ip, "127.0.0.1");
       {
         std::lock_guard lock{mtx};
         submits.emplace_back(req.body, auth.pubkey);
