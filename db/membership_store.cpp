@@ -27,7 +27,9 @@ auto in_transaction(pqxx::connection& conn, Fn&& fn) -> decltype(fn(std::declval
   try {
     pqxx::work tx(conn);
     auto out = fn(tx);
-    tx.commit();
+    // A refusal changes nothing: only a result is committed.
+    if (out)
+      tx.commit();
     return out;
   } catch (const pqxx::broken_connection&) {
     return make_status(ec::unavailable, "database unavailable");
@@ -146,10 +148,7 @@ result<bool> remove_member(pqxx::transaction_base& tx, int64_t community_id,
 result<bool> remove_member(pqxx::connection& conn, int64_t community_id,
                            const std::string& pubkey, const std::string& by) {
   return in_transaction(conn, [&](pqxx::work& tx) -> result<bool> {
-    auto r = remove_member(tx, community_id, pubkey, by);
-    if (!r)
-      tx.abort();
-    return r;
+    return remove_member(tx, community_id, pubkey, by);
   });
 }
 
