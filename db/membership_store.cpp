@@ -209,6 +209,10 @@ claim_result claim_invite(pqxx::connection& conn, int64_t community_id, const st
                           const std::string& code, int64_t now) {
   claim_result out;
   auto r = in_transaction(conn, [&](pqxx::work& tx) -> result<bool> {
+    // EXCLUSIVE first: the ban and membership checks below cannot be
+    // overtaken by a ban that commits before the membership does.
+    tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                   community_membership_lock_key(community_id));
     auto policy = tx.exec_params("SELECT policy FROM communities WHERE id = $1", community_id);
     if (policy.empty() || policy[0][0].as<std::string>() != "invite") {
       out = {claim_outcome::not_taking, policy.empty() || policy[0][0].as<std::string>() == "open"
@@ -284,8 +288,11 @@ access_publication publish_access_changes(
   }
   out.members.clear();
   for (const auto& row : tx.exec_params(
-         "SELECT encode(pubkey, 'hex') FROM community_members "
-         " WHERE community_id = $1 AND removed_at IS NULL ORDER BY pubkey",
+         "SELECT encode(m.pubkey, 'hex') FROM community_members m "
+         " WHERE m.community_id = $1 AND m.removed_at IS NULL "
+         "   AND NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b "
+         "                    WHERE b.community_id = m.community_id AND b.pubkey = m.pubkey) "
+         " ORDER BY m.pubkey",
          community_id))
     out.members.push_back(row[0].as<std::string>());
   if (after_capture)
@@ -315,6 +322,8 @@ access_publication publish_access_changes(
       revoked.insert(pk);
       make(kind_member_removed, now, {{"-"}, {"p", pk}});
     } else if (change == "banned") {
+      // A banned member leaves the published list (no 8001: it was not removed).
+      membership_changed = true;
       revoked.insert(pk);
     } else if (change == "policy") {
       out.policy_changed = true;

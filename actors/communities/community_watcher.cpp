@@ -53,8 +53,19 @@ size_t community_watcher_state::publish_pending() {
   if (!conn)
     return 0;
   size_t published = 0;
+  std::vector<int64_t> pending;
   try {
-    for (auto community_id : db::communities_with_pending_changes(*conn)) {
+    pending = db::communities_with_pending_changes(*conn);
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    return 0;
+  } catch (const std::exception& e) {
+    log::error("community_watcher", "looking for changes failed", {{"error", e.what()}});
+    return 0;
+  }
+  for (auto community_id : pending) {
+    // One community's failure must not hold back the others' revocations.
+    try {
       auto pub = db::publish_access_changes(*conn, community_id, signer, env.unix_now());
       ++published;
       // After COMMIT, in this order: the published state, then the ends of
@@ -71,11 +82,13 @@ size_t community_watcher_state::publish_pending() {
         self->send(hub, access_revoked{community_id, ""});
       if (pub.policy_changed)
         self->send(directory, access_poke{});
+    } catch (const pqxx::broken_connection&) {
+      session->reset();
+      return published;
+    } catch (const std::exception& e) {
+      log::error("community_watcher", "publication failed",
+                 {{"community", std::to_string(community_id)}, {"error", e.what()}});
     }
-  } catch (const pqxx::broken_connection&) {
-    session->reset();
-  } catch (const std::exception& e) {
-    log::error("community_watcher", "publication failed", {{"error", e.what()}});
   }
   return published;
 }

@@ -19,13 +19,15 @@ membership_reply refused(ec code, std::string reason) {
 }  // namespace
 
 void membership_state::init(membership_ptr self_ptr, std::string database_url, db::relay_signer s,
-                            community_watcher_actor w, node_env e, membership_settings cfg) {
+                            community_watcher_actor w, hub_actor h, node_env e,
+                            membership_settings cfg) {
   self = self_ptr;
   env = e.for_actor("membership");
   session = std::make_unique<db::session>(std::move(database_url), "membership",
                                           std::vector<std::string>{}, log::session_report);
   signer = std::move(s);
   watcher = std::move(w);
+  hub = std::move(h);
   settings = cfg;
 }
 
@@ -78,6 +80,11 @@ membership_reply membership_state::leave(int64_t community_id, const proto::even
     return {false, left.error().message()};
   if (!*left)
     return {true, "duplicate: not a member of this community"};
+  // Committed: the key's subscriptions end now, before its OK and before
+  // any later event reaches the hub from this node (the watcher sends the
+  // same revocation again after publishing; a repeat changes nothing).
+  if (hub)
+    self->send(hub, access_revoked{community_id, ev.pubkey});
   return {true, ""};
 }
 
@@ -119,10 +126,10 @@ invite_reply membership_state::on_invite(const invite_request& req) {
 
 membership_actor::behavior_type membership_impl(membership_ptr self, std::string database_url,
                                                 db::relay_signer signer,
-                                                community_watcher_actor watcher, node_env env,
-                                                membership_settings settings) {
+                                                community_watcher_actor watcher, hub_actor hub,
+                                                node_env env, membership_settings settings) {
   self->state.init(self, std::move(database_url), std::move(signer), std::move(watcher),
-                   std::move(env), settings);
+                   std::move(hub), std::move(env), settings);
   return {
     [self](const membership_request& req) { return self->state.on_request(req); },
     [self](const invite_request& req) { return self->state.on_invite(req); },

@@ -32,11 +32,12 @@ struct membership_state {
   std::unique_ptr<db::session> session;
   db::relay_signer signer;
   community_watcher_actor watcher;
+  hub_actor hub;  // a leave is revoked here before its OK, like a NIP-29 removal
   node_env env;
   membership_settings settings;
 
   void init(membership_ptr self_ptr, std::string database_url, db::relay_signer s,
-            community_watcher_actor w, node_env e, membership_settings cfg);
+            community_watcher_actor w, hub_actor h, node_env e, membership_settings cfg);
   membership_reply on_request(const membership_request& req);
   invite_reply on_invite(const invite_request& req);
 
@@ -47,7 +48,7 @@ struct membership_state {
 
 membership_actor::behavior_type membership_impl(membership_ptr self, std::string database_url,
                                                 db::relay_signer signer,
-                                                community_watcher_actor watcher, node_env env,
-                                                membership_settings settings);
+                                                community_watcher_actor watcher, hub_actor hub,
+                                                node_env env, membership_settings settings);
 
 }  // namespace waggle

@@ -150,7 +150,7 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
   // Ephemeral events are verified and fanned out, never stored, and only
   // for those who may use the community (and, in a channel such as typing
   // or presence, its members): the same access check a REQ gets.
-  if (!channel && settings.community_open) {
+  if (!channel && open_now()) {
     self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ptr}}});
     return answer_with(ptr->id, answer_for(status{}));
   }
@@ -206,13 +206,15 @@ void connection_state::submit_membership(event_ptr ptr) {
 
 void connection_state::request_invite(const std::string& sub_id, uint64_t generation,
                                       bool only_invites) {
-  if (!peers.membership)
+  if (!peers.membership || invite_in_flight)
     return;
+  invite_in_flight = true;
   self
     ->request(peers.membership, settings.read_timeout,
               invite_request{settings.community_id, {authed.begin(), authed.end()}})
     .then(traced_reply<invite_reply>(self, env,
                                      [this, sub_id, generation, only_invites](invite_reply& reply) {
+                                       invite_in_flight = false;
                                        if (!is_current(sub_id, generation))
                                          return;
                                        if (reply.invite)
@@ -220,7 +222,7 @@ void connection_state::request_invite(const std::string& sub_id, uint64_t genera
                                        else if (only_invites)
                                          end_subscription(sub_id, reply.err.message());
                                      }),
-          [](caf::error&) {});
+          [this](caf::error&) { invite_in_flight = false; });
 }
 
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
@@ -269,7 +271,7 @@ void connection_state::on_req(proto::req_msg&& req) {
   // event, and the grant it gets is what revocations then narrow. In an open
   // community a REQ without channels needs none: its grant is the open
   // community, which the revocation that closes the community ends.
-  if (access.channels.empty() && settings.community_open) {
+  if (access.channels.empty() && open_now()) {
     subs[req.sub_id].community = {true, true, {}, {authed.begin(), authed.end()}};
     subscribe(req.sub_id, generation, std::move(req.filters), std::move(access));
     if (wants_invite)
@@ -484,6 +486,10 @@ void connection_state::on_revoked(const channel_revoked& msg) {
                                .message());
 }
 
+bool connection_state::open_now() const {
+  return settings.community_open && (!settings.still_open || settings.still_open());
+}
+
 void connection_state::on_revoked(const access_revoked& msg) {
   if (msg.community_id != settings.community_id)
     return;
@@ -496,6 +502,10 @@ void connection_state::on_revoked(const access_revoked& msg) {
   std::vector<std::string> ended;
   for (auto& [sub_id, sub] : subs) {
     auto& g = sub.community;
+    // Still waiting for its access check: the history re-check sees this
+    // change (it committed before the revocation was sent).
+    if (!g.checked)
+      continue;
     if (msg.pubkey.empty()) {
       g.open = false;
     } else {

@@ -5,6 +5,7 @@
 // threads), and is the only place where protocol text is rendered.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,11 @@ struct connection_settings {
   // without channels and an ephemeral event outside channels need no access
   // check. Cleared by the revocation that says the community closed.
   bool community_open = true;
+  // The community's policy now (the directory's map, refreshed on every
+  // access change); empty in tests and replays, where community_open alone
+  // decides. A connection with no subscription hears no revocation, so the
+  // fast paths ask this too.
+  std::function<bool()> still_open;
   std::string remote_ip;  // the client's address, for the write policy ("" if unknown)
   admission_policy policy;
   proto::filter_limits limits;
@@ -83,6 +89,7 @@ struct connection_state {
   size_t events_in_flight = 0;
   bool draining = false;
   bool closed = false;
+  bool invite_in_flight = false;  // one invite request at a time per connection
   bool traced = false;  // this connection's inputs are being recorded (docs/traces.md)
 
   ~connection_state();
@@ -93,6 +100,7 @@ struct connection_state {
   void on_socket_closed();
   void on_revoked(const channel_revoked& msg);
   void on_revoked(const access_revoked& msg);
+  bool open_now() const;
   // Records an input of the socket edge ("frame_in", "closed", "drain").
   void trace_input(std::string_view kind, const std::string* text = nullptr);
 

@@ -194,6 +194,10 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host,
                                           c.policy == community_policy::open);
   settings.remote_ip = remote_ip;
+  settings.still_open = [snapshot = snapshot_, host] {
+    auto now = snapshot->find(host);
+    return now && now->policy == community_policy::open;
+  };
   auto name = "conn-" + std::to_string(++connections_opened_);
   auto env = env_.for_actor(name);
   if (env.trace && env.trace->wants_connection(name)) {

@@ -142,7 +142,7 @@ void node_supervisor_state::spawn_membership() {
                                           handles.hub, directory, env,
                                           community_watcher_settings{});
   handles.membership = sys.spawn<caf::detached>(membership_impl, cfg.database_url, signer,
-                                                watcher, env, membership_settings{});
+                                                watcher, handles.hub, env, membership_settings{});
   caf::actor_cast<caf::abstract_actor*>(handles.membership)->attach_functor([watcher] {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
   });
