@@ -356,7 +356,7 @@ bool replayer::feed_client(const record& r) {
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
       connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
-                       caf::actor_cast<reader_actor>(reader_gate_), group_},
+                       caf::actor_cast<reader_actor>(reader_gate_), group_, {}, {}},
       env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
     conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
     player_->name(handle.address(), r.actor);

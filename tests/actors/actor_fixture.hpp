@@ -99,14 +99,14 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
     [log](caf::atom_value, std::vector<std::string>& raws) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(history_reply{std::move(raws), {}, {}});
+      h.promise.deliver(history_reply{std::move(raws), {}, {}, {}});
     },
     // A history reply with the access re-check's grants, as the real reader
     // sends for a REQ naming channels.
     [log](caf::atom_value, std::vector<std::string>& raws, std::vector<channel_grant>& grants) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(history_reply{std::move(raws), {}, std::move(grants)});
+      h.promise.deliver(history_reply{std::move(raws), {}, std::move(grants), {}});
     },
   };
 }

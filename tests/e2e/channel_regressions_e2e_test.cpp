@@ -289,7 +289,7 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
   settings.relay_pubkey = signer.pubkey;
   auto sink = std::make_shared<locked_sink>();
   auto conn = sys.spawn(connection_actor_impl, settings,
-                        connection_peers{caf::actor_cast<ingest_actor>(ingest), hub, reader, group},
+                        connection_peers{caf::actor_cast<ingest_actor>(ingest), hub, reader, group, {}, {}},
                         env, sink);
   auto auth = make_ev(member_sk, 22242, {{"relay", "ws://chat.example/"}, {"challenge", "challenge-1"}},
                       "", wall_now());

@@ -67,7 +67,7 @@ class connection_test : public actor_test {
     settings.max_subscriptions = max_subscriptions;
     auto sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
-                            connection_peers{ingest, hub, reader, {}}, test_env(now), sink);
+                            connection_peers{ingest, hub, reader, {}, {}, {}}, test_env(now), sink);
     sinks.push_back(sink);
     run();
     return conn;
@@ -522,7 +522,7 @@ TEST_F(ordering_test, history_is_queried_only_after_the_hub_acknowledges) {
   settings.host = "chat.example";
   auto sink = std::make_shared<recording_sink>();
   auto conn = spawn(connection_actor_impl, settings,
-                    connection_peers{ingest, caf::actor_cast<hub_actor>(slow_hub_raw), reader, {}},
+                    connection_peers{ingest, caf::actor_cast<hub_actor>(slow_hub_raw), reader, {}, {}, {}},
                     test_env(now), sink);
   run();
   send(conn, auth_frame(alice_sk, "challenge-1"));

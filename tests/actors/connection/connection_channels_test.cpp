@@ -55,7 +55,7 @@ class connection_channels_test : public actor_test {
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
                                        caf::actor_cast<reader_actor>(reader_raw),
-                                       caf::actor_cast<group_actor>(group_raw)},
+                                       caf::actor_cast<group_actor>(group_raw), {}, {}},
                       test_env(now), sink);
     run();
     auto auth = make_event(alice_sk, 22242,
@@ -97,7 +97,7 @@ class connection_channels_test : public actor_test {
   connection_actor subscribed(channel_grant grant) {
     auto conn = open_alice();
     send(conn, R"(["REQ","s",{"#h":["ops"]}])");
-    answer_access({{std::move(grant)}, {}});
+    answer_access({{std::move(grant)}, {}, {}});
     EXPECT_EQ(reader_log->held_requests.size(), 1u);
     answer_history({});
     EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("s")});
@@ -136,7 +136,7 @@ TEST_F(connection_channels_test, a_refused_req_is_closed_before_it_is_ever_regis
 TEST_F(connection_channels_test, the_history_query_rechecks_access_after_registration) {
   auto conn = open_alice();
   send(conn, R"(["REQ","s",{"#h":["ops"]}])");
-  answer_access({{{"ops", false, {alice}}}, {}});
+  answer_access({{{"ops", false, {alice}}}, {}, {}});
   ASSERT_EQ(reader_log->held_requests.size(), 1u);
   const auto& h = reader_log->held_requests.front().req;
   EXPECT_EQ(h.access.channels, std::vector<std::string>{"ops"});
@@ -157,7 +157,7 @@ TEST_F(connection_channels_test, removal_from_a_private_channel_ends_the_subscri
 TEST_F(connection_channels_test, a_revocation_while_history_loads_wins_over_the_late_history) {
   auto conn = open_alice();
   send(conn, R"(["REQ","s",{"#h":["ops"]}])");
-  answer_access({{{"ops", false, {alice}}}, {}});
+  answer_access({{{"ops", false, {alice}}}, {}, {}});
   revoke({1, "ops", alice, false});
   EXPECT_EQ(sink->take().size(), 1u);  // CLOSED restricted
   answer_history({make_event(bob_sk, 9, {{"h", "ops"}}, "old").raw});
@@ -220,7 +220,7 @@ TEST_F(connection_channels_test, typing_in_a_channel_needs_membership) {
   auto typing = make_event(alice_sk, 20002, {{"h", "ops"}});
   send(conn, frame("EVENT", typing.raw));
   ASSERT_EQ(reader_log->access_requests.size(), 1u);
-  answer_access({{{"ops", true, {}}}, {}});  // open channel, but alice is no member
+  answer_access({{{"ops", true, {}}}, {}, {}});  // open channel, but alice is no member
   auto frames = sink->take();
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_NE(frames[0].find(",false,\"restricted:"), std::string::npos) << frames[0];
@@ -246,7 +246,7 @@ TEST_F(connection_channels_test, E1_a_revocation_lost_during_the_access_check_is
   send(conn, R"(["REQ","s",{"#h":["ops"]}])");
   ASSERT_EQ(reader_log->access_requests.size(), 1u);
   revoke({1, "ops", "", false});                 // 2. became private
-  answer_access({{{"ops", true, {alice}}}, {}});  // 3. stale, read before step 2 committed
+  answer_access({{{"ops", true, {alice}}}, {}, {}});  // 3. stale, read before step 2 committed
   ASSERT_EQ(reader_log->held_requests.size(), 1u);
   answer_history({}, {{"ops", false, {alice}}});  // 4. re-check: private now, alice a member
   ASSERT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("s")});
@@ -276,7 +276,7 @@ TEST_F(connection_channels_test, E1b_two_pubkeys_the_stale_grant_ends_after_both
   send(conn, R"(["REQ","s",{"#h":["ops"]}])");  // ops: private; alice and bob members
   ASSERT_EQ(reader_log->access_requests.size(), 1u);
   revoke({1, "ops", bob, false});                        // bob removed; reaches the connection first
-  answer_access({{{"ops", false, {alice, bob}}}, {}});   // read before the removal committed
+  answer_access({{{"ops", false, {alice, bob}}}, {}, {}});   // read before the removal committed
   answer_history({}, {{"ops", false, {alice}}});        // re-check: only alice is a member
   sink->take();
   revoke({1, "ops", alice, false});  // alice removed too: nobody on this connection is a member

@@ -418,7 +418,7 @@ TEST(TraceCodecTest, DatabaseMessagesRoundTrip) {
   history.grants = {{"g1", true, {"ab"}}};
   expect_round_trip(history);
   expect_round_trip(count_reply{42, {}});
-  expect_round_trip(access_reply{{{"g1", false, {"a", "b"}}}, {}});
+  expect_round_trip(access_reply{{{"g1", false, {"a", "b"}}}, {}, {}});
   expect_round_trip(group_command_request{1, ptr});
   expect_round_trip(group_command_reply{{write_outcome::stored, ""},
                                         {"g1", true, false, true, false, {"x", "y"}}});
