@@ -5,7 +5,7 @@
 
 #include <openssl/sha.h>
 
-#include <set>
+#include <algorithm>
 
 #include "db/membership_store.hpp"
 #include "tests/e2e/node_fixture.hpp"
@@ -15,7 +15,7 @@ namespace {
 
 struct rpc_options {
   std::string u = "http://gamma.test/";
-  std::optional<std::string> payload;  // default: the body's hash
+  std::optional<std::string> payload;  // default: the body's hash; "": no payload tag
   bool sign = true;
 };
 
@@ -61,9 +61,11 @@ class management_e2e : public node_e2e {
     std::vector<std::pair<std::string, std::string>> headers{
       {"Host", host}, {"Content-Type", "application/nostr+json+rpc"}};
     if (o.sign) {
-      auto auth = signed_event(sk, 27235, "",
-                               {{"u", o.u}, {"method", "POST"},
-                                {"payload", o.payload.value_or(proto::to_hex(digest, 32))}});
+      std::vector<proto::tag> tags{{"u", o.u}, {"method", "POST"}};
+      auto payload = o.payload.value_or(proto::to_hex(digest, 32));
+      if (!payload.empty())
+        tags.push_back({"payload", payload});
+      auto auth = signed_event(sk, 27235, "", tags);
       headers.emplace_back("Authorization", "Nostr " + base64(auth.raw));
     }
     return gateway::http_request("127.0.0.1", port_, "POST", "/", headers, body);
@@ -171,6 +173,25 @@ TEST_F(management_e2e, relay_info_changes_show_in_nip11) {
   EXPECT_EQ(audits("changerelayicon", true), 1);
 }
 
+TEST_F(management_e2e, nip11_lists_86_everywhere_and_43_where_not_open) {
+  auto nips = [&](const std::string& host) {
+    auto r = gateway::http_request("127.0.0.1", port_, "GET", "/",
+                                   {{"Host", host}, {"Accept", "application/nostr+json"}});
+    std::vector<int> out;
+    auto d = parse(r.body);
+    for (auto& v : d["supported_nips"].GetArray())
+      out.push_back(v.GetInt());
+    return out;
+  };
+  auto gamma = nips("gamma.test");
+  auto alpha = nips("alpha.test");  // open
+  EXPECT_TRUE(std::is_sorted(gamma.begin(), gamma.end()));
+  EXPECT_NE(std::find(gamma.begin(), gamma.end(), 43), gamma.end());
+  EXPECT_NE(std::find(gamma.begin(), gamma.end(), 86), gamma.end());
+  EXPECT_EQ(std::find(alpha.begin(), alpha.end(), 43), alpha.end());
+  EXPECT_NE(std::find(alpha.begin(), alpha.end(), 86), alpha.end());
+}
+
 TEST_F(management_e2e, kind_rules_refuse_other_kinds) {
   ok_call("disallowkind", "[7]");
   EXPECT_FALSE(accepted(member, signed_event(member, 7, "+")));
@@ -224,6 +245,7 @@ TEST_F(management_e2e, refused_callers_change_nothing) {
     EXPECT_EQ(rpc(owner, body, unsigned_call()).status, 401u);
     EXPECT_EQ(rpc(owner, body, with_u("http://delta.test/")).status, 401u);
     EXPECT_EQ(rpc(owner, body, with_payload(std::string(64, '0'))).status, 401u);
+    EXPECT_EQ(rpc(owner, body, with_payload("")).status, 401u);
   }
   // delta's owner manages delta, not gamma.
   EXPECT_EQ(rpc(other_owner, list, with_u("http://delta.test/"), "delta.test").status, 200u);
