@@ -166,13 +166,17 @@ std::vector<member_entry> list_members(pqxx::connection& conn, int64_t community
   return out;
 }
 
+bool set_policy(pqxx::transaction_base& tx, int64_t community_id, community_policy policy) {
+  return !tx
+            .exec_params(
+              "UPDATE communities SET policy = $2 WHERE id = $1 AND policy <> $2 RETURNING 1",
+              community_id, std::string(name_of(policy)))
+            .empty();
+}
+
 result<bool> set_policy(pqxx::connection& conn, int64_t community_id, community_policy policy) {
-  return in_transaction(conn, [&](pqxx::work& tx) -> result<bool> {
-    auto r = tx.exec_params(
-      "UPDATE communities SET policy = $2 WHERE id = $1 AND policy <> $2 RETURNING 1",
-      community_id, std::string(name_of(policy)));
-    return !r.empty();
-  });
+  return in_transaction(conn,
+                        [&](pqxx::work& tx) -> result<bool> { return set_policy(tx, community_id, policy); });
 }
 
 void audit(pqxx::transaction_base& tx, int64_t community_id, const std::string& caller,

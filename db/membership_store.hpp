@@ -61,6 +61,8 @@ result<bool> remove_member(pqxx::connection& conn, int64_t community_id,
 
 std::vector<member_entry> list_members(pqxx::connection& conn, int64_t community_id);
 
+// True when the policy changed (the trigger then records and announces it).
+bool set_policy(pqxx::transaction_base& tx, int64_t community_id, community_policy policy);
 result<bool> set_policy(pqxx::connection& conn, int64_t community_id, community_policy policy);
 
 // Writes one row of the audit table in the caller's transaction. `caller`

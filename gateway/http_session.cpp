@@ -191,6 +191,14 @@ void http_session::handle() {
   auto community = community_of(host_header, upgrade);
   if (!community)
     return;
+  if (community->blocks(remote_ip_))
+    return send(make(http::status::forbidden, text_plain,
+                     "blocked: this address may not use this community\n"),
+                upgrade);
+  // NIP-86 is served wherever the WebSocket is: the content type picks it.
+  if (req_.method() == http::verb::post
+      && icontains(req_[http::field::content_type], "application/nostr+json+rpc"))
+    return handle_manage(*community, host_header);
   if (path == "/")
     return handle_root(*community, host_header, upgrade);
   if (path == "/events") {
@@ -342,21 +350,28 @@ void http_session::upgrade_to_websocket(const community& c, const std::string& h
     ws->run(std::move(raw));
 }
 
-void http_session::handle_post_events(const community& c, const std::string& host) {
-  // Empty or not, unauthenticated or not: the node answers (NIP-98 and the
-  // event are verified on scheduler threads, never here).
+uint64_t http_session::await_reply(std::function<void(http_session&)> on_timeout) {
   awaiting_reply_ = true;
   submit_timer_.expires_after(submit_timeout);
   // The pending wait keeps the session alive (inside the io_context) until the
   // reply or the timeout; `done` only holds it weakly, through the gate.
-  submit_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+  submit_timer_.async_wait([self = shared_from_this(), on_timeout = std::move(on_timeout)](
+                             beast::error_code ec) {
     if (ec || !self->awaiting_reply_)
       return;
-    self->on_event_reply({{}, false, "error: timed out waiting for the relay", 503});
+    on_timeout(*self);
   });
   // A reply that arrives after the timeout must not answer a later request
   // on the same keep-alive connection: replies carry their request's number.
-  const uint64_t seq = ++submit_seq_;
+  return ++submit_seq_;
+}
+
+void http_session::handle_post_events(const community& c, const std::string& host) {
+  // Empty or not, unauthenticated or not: the node answers (NIP-98 and the
+  // event are verified on scheduler threads, never here).
+  const uint64_t seq = await_reply([](http_session& s) {
+    s.on_event_reply({{}, false, "error: timed out waiting for the relay", 503});
+  });
   std::weak_ptr<http_session> weak = weak_from_this();
   auto gate = st_->gate;
   auto done = [weak, gate, seq](http_event_reply reply) {
@@ -374,6 +389,42 @@ void http_session::handle_post_events(const community& c, const std::string& hos
     log::warn(st_->api, "submit_event threw", e.what());
     on_event_reply({{}, false, "error: internal error", 503});
   }
+}
+
+void http_session::handle_manage(const community& c, const std::string& host) {
+  static const std::string timed_out
+    = R"({"result":null,"error":"error: timed out waiting for the relay"})";
+  if (!st_->api.manage)
+    return on_rpc_reply({404, R"({"result":null,"error":"invalid: NIP-86 is not served here"})"});
+  const uint64_t seq = await_reply([](http_session& s) { s.on_rpc_reply({503, timed_out}); });
+  std::weak_ptr<http_session> weak = weak_from_this();
+  auto gate = st_->gate;
+  auto done = [weak, gate, seq](http_rpc_reply reply) {
+    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
+      if (s.awaiting_reply_ && s.submit_seq_ == seq)
+        s.on_rpc_reply(std::move(r));
+    });
+  };
+  try {
+    st_->api.manage(c,
+                    {std::string{req_[http::field::authorization]}, host,
+                     std::string{req_.target()}, std::move(req_.body()), remote_ip_},
+                    std::move(done));
+  } catch (const std::exception& e) {
+    log::warn(st_->api, "manage threw", e.what());
+    on_rpc_reply({503, R"({"result":null,"error":"error: internal error"})"});
+  }
+}
+
+void http_session::on_rpc_reply(http_rpc_reply reply) {
+  awaiting_reply_ = false;
+  submit_timer_.cancel();
+  auto status = static_cast<http::status>(reply.http_status);
+  auto res = make(status, "application/nostr+json+rpc", std::move(reply.body));
+  add_cors(res);
+  if (status == http::status::unauthorized)
+    res.set(http::field::www_authenticate, "Nostr");
+  send(std::move(res));
 }
 
 void http_session::on_event_reply(http_event_reply reply) {

@@ -55,6 +55,11 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void send_preflight();
   void handle_post_events(const community& c, const std::string& host);
   void on_event_reply(http_event_reply reply);
+  void handle_manage(const community& c, const std::string& host);
+  void on_rpc_reply(http_rpc_reply reply);
+  // Arms the reply timeout of a request the node answers; `on_timeout` runs
+  // on the session's strand if no reply came first. Returns the request's number.
+  uint64_t await_reply(std::function<void(http_session&)> on_timeout);
   response make(boost::beast::http::status status, std::string content_type, std::string body);
   void send(response res, bool close = false);
   void on_write(bool close, boost::beast::error_code ec, std::size_t);

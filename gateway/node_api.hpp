@@ -38,6 +38,12 @@ struct http_event_request {
   std::string remote_ip;      // the client's address ("" if unknown; IPv4-mapped shown as IPv4)
 };
 
+// The answer to a NIP-86 call: a JSON-RPC body (application/nostr+json+rpc).
+struct http_rpc_reply {
+  uint16_t http_status = 200;
+  std::string body;
+};
+
 struct server_limits {
   size_t max_frame_bytes = 64 * 1024;     // larger frames close with 1009
   size_t max_outbound_frames = 1000;      // queued frames before a slow client is dropped
@@ -61,6 +67,12 @@ struct node_api {
   std::function<void(const community&, http_event_request request,
                      std::function<void(http_event_reply)> done)>
     submit_event;
+  // NIP-86 (POST with Content-Type application/nostr+json+rpc, any path):
+  // verifies the NIP-98 Authorization (payload required) off the io threads
+  // and runs the call; `done` is called exactly once, from any thread.
+  std::function<void(const community&, http_event_request request,
+                     std::function<void(http_rpc_reply)> done)>
+    manage;
   // NIP-11 document for a community (JSON text).
   std::function<std::string(const community&)> relay_info;
   // /readyz: database answers and migrations are current.

@@ -74,6 +74,9 @@ using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
 using http_submit_actor
   = caf::typed_actor<caf::reacts_to<http_request_in>, caf::reacts_to<http_event_in>>;
 
+// Management actor (detached, own connection): NIP-86 calls, one at a time.
+using management_actor = caf::typed_actor<caf::replies_to<manage_request>::with<manage_reply>>;
+
 // Membership actor (detached, own connection): NIP-43 join, leave and invite
 // requests (docs/communities.md).
 using membership_actor

@@ -291,6 +291,26 @@ struct http_event_in {
   std::string text;
 };
 
+// -- NIP-86 management (docs/management.md) -----------------------------------
+
+// Node's per-request actor -> management actor: a JSON-RPC call whose NIP-98
+// signature checked; `caller` is the key it proved.
+struct manage_request {
+  int64_t community_id = 0;
+  std::string caller;
+  std::string body;
+};
+
+// The HTTP answer: 200 with {"result"} or {"error"}, 400 for malformed
+// JSON-RPC, 403 for a caller who may not manage the community.
+struct manage_reply {
+  uint16_t http_status = 200;
+  std::string body;
+  // A key the call took out of the community, committed: whoever answers the
+  // caller first ends that key's subscriptions (access_revoked to the hub).
+  std::string revoked;
+};
+
 // -- write policy (docs/write-policy.md) --------------------------------------
 
 // Connection actor / HTTP submit -> write-policy plugin actor: judge this
@@ -638,6 +658,14 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_ref& x) {
   return f(caf::meta::type_name("channel_ref"), x.community_id, x.channel);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, manage_request& x) {
+  return f(caf::meta::type_name("manage_request"), x.community_id, x.caller, x.body);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, manage_reply& x) {
+  return f(caf::meta::type_name("manage_reply"), x.http_status, x.body, x.revoked);
+}
 }  // namespace waggle
 
 CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
@@ -694,4 +722,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::policy_child_gone))
   CAF_ADD_TYPE_ID(waggle, (waggle::policy_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::policy_restart))
+  CAF_ADD_TYPE_ID(waggle, (waggle::manage_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::manage_reply))
 CAF_END_TYPE_ID_BLOCK(waggle)

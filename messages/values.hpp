@@ -88,6 +88,10 @@ struct community {
   community_policy policy = community_policy::closed;
   std::string description;  // this community's NIP-11 text and icon (NIP-86)
   std::string icon;
+  // Addresses refused by the gateway (NIP-86 blockip), as the gateway spells
+  // peers: exact addresses, IPv4-mapped IPv6 as IPv4.
+  std::vector<std::string> blocked_ips;
+  bool blocks(std::string_view ip) const;
   bool operator==(const community&) const = default;
 };
 

@@ -3,6 +3,7 @@
 #include <pqxx/except>
 
 #include "actors/support/log.hpp"
+#include "db/management_store.hpp"
 #include "db/migrate.hpp"
 
 namespace waggle {
@@ -44,8 +45,12 @@ void community_directory_state::refresh() {
   }
   try {
     community_snapshot::map m;
-    for (auto& c : db::load_communities(*conn))
+    auto blocked = db::load_blocked_ips(*conn);
+    for (auto& c : db::load_communities(*conn)) {
+      if (auto it = blocked.find(c.id); it != blocked.end())
+        c.blocked_ips = it->second;
       m.emplace(c.host, c);
+    }
     snapshot->publish(std::move(m));
     snapshot->set_ready(db::migrations_current(*conn, db::embedded_migrations()));
   } catch (const pqxx::broken_connection&) {

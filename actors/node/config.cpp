@@ -36,6 +36,22 @@ std::function<bool(node_config&, const std::string&)> text(std::string node_conf
   };
 }
 
+// A comma-separated list of hex keys; a bad one fails the option.
+bool set_pubkeys(node_config& cfg, const std::string& value) {
+  std::vector<std::string> keys;
+  std::stringstream in{value};
+  std::string key;
+  while (std::getline(in, key, ',')) {
+    if (key.empty())
+      continue;
+    if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return false;
+    keys.push_back(key);
+  }
+  cfg.operator_pubkeys = std::move(keys);
+  return true;
+}
+
 const std::vector<option>& options() {
   static const std::vector<option> all = {
     {{"--database-url", "WAGGLE_DATABASE_URL", "PostgreSQL URL of the primary (writer)", ""},
@@ -138,6 +154,11 @@ const std::vector<option>& options() {
       "them",
       "closed"},
      text(&node_config::write_policy_fail)},
+    {{"--operator-pubkeys", "WAGGLE_OPERATOR_PUBKEYS",
+      "comma-separated hex pubkeys that may manage every community over NIP-86 "
+      "(docs/management.md)",
+      ""},
+     set_pubkeys},
   };
   return all;
 }

@@ -50,6 +50,8 @@ struct node_config {
   size_t write_policy_queue = 1000;       // events awaiting a verdict
   int64_t write_policy_timeout_ms = 2000; // per event
   std::string write_policy_fail = "closed";  // or "open"
+  // Keys (hex) that may manage every community over NIP-86.
+  std::vector<std::string> operator_pubkeys;
 };
 
 struct option_doc {

@@ -4,6 +4,7 @@
 //   waggle migrate                   apply database migrations
 //   waggle community add HOST [--name NAME] [--policy closed|open|invite]
 //   waggle community list
+//   waggle community member|admin|policy ... (actors/node/community_cli.hpp)
 
 #include <sys/resource.h>
 
@@ -15,6 +16,7 @@
 
 #include <pqxx/connection>
 
+#include "actors/node/community_cli.hpp"
 #include "actors/node/config.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
@@ -34,6 +36,9 @@ int usage() {
                "  waggle migrate [--database-url URL] apply database migrations\n"
                "  waggle community add HOST [--name NAME] [--policy closed|open|invite] [--database-url URL]\n"
                "  waggle community list [--database-url URL]\n"
+               "  waggle community member add HOST PUBKEY [--role owner|admin|member]\n"
+               "  waggle community member remove|list ...; admin add|remove|list ...;\n"
+               "  waggle community policy HOST [open|closed|invite]\n"
                "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n";
   return 2;
 }
@@ -82,6 +87,8 @@ int run_community(std::vector<std::string> args) {
   auto verb = args.front();
   args.erase(args.begin());
   auto url = database_url(args);
+  if (verb == "member" || verb == "admin" || verb == "policy")
+    return run_community_admin(verb, std::move(args), url);
   auto name = take_flag(args, "--name", "");
   auto policy_text = take_flag(args, "--policy", "closed");
   auto policy = parse_community_policy(policy_text);

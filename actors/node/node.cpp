@@ -13,10 +13,12 @@
 #include <rapidjson/writer.h>
 
 #include "actors/connection/admission.hpp"
+#include "actors/communities/management_actor.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip98.hpp"
 
 namespace waggle {
 
@@ -72,6 +74,9 @@ node::node(node_config cfg, node_env env)
   snapshot_ = std::make_shared<community_snapshot>();
   supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
                                snapshot_);
+  management_settings mgmt{cfg_.database_url, {}};
+  mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
+  management_ = system_->spawn<caf::detached>(management_impl, std::move(mgmt));
 }
 
 node::~node() {
@@ -82,6 +87,7 @@ void node::stop() {
   if (!system_)
     return;
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(management_, caf::exit_reason::user_shutdown);
   {
     std::lock_guard guard{conn_mtx_};
     for (auto& c : connections_)
@@ -92,6 +98,7 @@ void node::stop() {
   // (the membership actor's, the write-policy plugin's) waits for its actor to be
   // destroyed before the actor system can be.
   board_->set({});
+  management_ = nullptr;  // a strong handle, like the board's
   system_.reset();
 }
 
@@ -110,6 +117,10 @@ gateway::node_api node::api() {
   api.submit_event = [this](const community& c, gateway::http_event_request request,
                             std::function<void(gateway::http_event_reply)> done) {
     submit_event(c, std::move(request), std::move(done));
+  };
+  api.manage = [this](const community& c, gateway::http_event_request request,
+                      std::function<void(gateway::http_rpc_reply)> done) {
+    manage(c, std::move(request), std::move(done));
   };
   api.relay_info = [this](const community& c) { return relay_info_json(c); };
   api.ready = [this] { return ready() && !draining_; };
@@ -254,21 +265,52 @@ void node::submit_event(const community& c, gateway::http_event_request request,
                                          std::move(request.target), std::move(request.body)});
 }
 
+void node::manage(const community& c, gateway::http_event_request request,
+                  std::function<void(gateway::http_rpc_reply)> done) {
+  // One short-lived actor per call: NIP-98 (a signature check) runs on a
+  // scheduler thread, then the management actor decides and changes.
+  auto env = env_.for_actor("manage-" + std::to_string(++http_requests_));
+  system_->spawn([mgr = management_, board = board_, cid = c.id, window = cfg_.auth_window, env,
+                  req = std::move(request), done = std::move(done)](caf::event_based_actor* self) mutable {
+    auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body,
+                                    env.sources.unix_now(), window, true);
+    if (!auth.ok)
+      return done({401, rpc_error_body(auth.err.message())});
+    self->request(mgr, std::chrono::seconds(10), manage_request{cid, auth.pubkey, std::move(req.body)})
+      .then(
+        [self, board, cid, done](manage_reply& r) {
+          // Like a NIP-43 leave: the removed key's subscriptions end before
+          // the admin hears "done" (the watcher's revocation follows later).
+          if (!r.revoked.empty())
+            self->send(board->get()->hub, access_revoked{cid, r.revoked});
+          done({r.http_status, std::move(r.body)});
+        },
+            [done](caf::error&) { done({503, rpc_error_body("unavailable: management unavailable")}); });
+  });
+}
+
 std::string node::relay_info_json(const community& c) const {
   using namespace rapidjson;
   StringBuffer buf;
   Writer<StringBuffer> w{buf};
   w.StartObject();
+  // A community's own text (NIP-86 changerelay*) over the node's defaults.
   w.Key("name");
-  w.String(cfg_.relay_name + (c.name.empty() ? "" : " — " + c.name));
+  w.String(c.name.empty() ? cfg_.relay_name : c.name);
   w.Key("description");
-  w.String(cfg_.relay_description);
+  w.String(c.description.empty() ? cfg_.relay_description : c.description);
+  if (!c.icon.empty()) {
+    w.Key("icon");
+    w.String(c.icon);
+  }
   w.Key("pubkey");
   w.String(relay_pubkey_);
+  const bool restricted = c.policy != community_policy::open;
   w.Key("supported_nips");
   w.StartArray();
-  for (int nip : {1, 9, 11, 29, 40, 42, 45, 98})
-    w.Int(nip);
+  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 86, 98})
+    if (nip != 43 || restricted)
+      w.Int(nip);
   w.EndArray();
   w.Key("software");
   w.String("waggle");

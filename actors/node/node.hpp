@@ -52,6 +52,8 @@ class node {
                     std::function<void(gateway::http_event_reply)> done);
   connection_actor open_connection(const community& c, const std::string& host,
                                    const std::string& remote_ip, socket_sink_ptr sink);
+  void manage(const community& c, gateway::http_event_request request,
+              std::function<void(gateway::http_rpc_reply)> done);
 
   node_config cfg_;
   node_env env_;
@@ -61,6 +63,9 @@ class node {
   std::shared_ptr<handle_board> board_;
   std::shared_ptr<community_snapshot> snapshot_;
   node_supervisor_actor supervisor_;
+  // NIP-86 calls (docs/management.md): owned by the node, not supervised;
+  // it survives a lost database through its session's reconnect.
+  management_actor management_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...

@@ -143,7 +143,7 @@ std::string sha256_hex(std::string_view data) {
 
 nip98_result verify_nip98(std::string_view authorization, std::string_view method,
                           std::string_view host, std::string_view target, std::string_view body,
-                          int64_t now, int64_t window_seconds) {
+                          int64_t now, int64_t window_seconds, bool require_payload) {
   authorization = trim(authorization);
   if (authorization.empty())
     return fail("missing Authorization header (NIP-98)");
@@ -183,6 +183,8 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
   if (auto payload = proto::first_tag_value(ev, "payload")) {
     if (!iequals(*payload, sha256_hex(body)))
       return fail("Authorization payload tag does not match the SHA-256 of the body");
+  } else if (require_payload) {
+    return fail("Authorization event has no payload tag (the SHA-256 of the body)");
   }
 
   if (!proto::verify_signature(ev))

@@ -32,8 +32,9 @@ struct nip98_result {
 // (scheme http or https, compared case-insensitively, as is the host; the
 // path and query are compared exactly), a `method` tag equal to `method`, and,
 // when present, a `payload` tag equal to the SHA-256 hex of `body`.
+// `require_payload` (NIP-86): a missing `payload` tag fails too.
 nip98_result verify_nip98(std::string_view authorization, std::string_view method,
                           std::string_view host, std::string_view target, std::string_view body,
-                          int64_t now, int64_t window_seconds = 60);
+                          int64_t now, int64_t window_seconds = 60, bool require_payload = false);
 
 }  // namespace waggle::proto

@@ -2,16 +2,18 @@
 // (nostr-tools + ws), as a new user would try it, on an `invite` community whose admin key the
 // caller set up (scripts/test's nip43-roundtrip stage does it with the command line):
 //
-//   WAGGLE_ADMIN_SK=<hex> node nip43_roundtrip.mjs ws://localhost:PORT
+//   WAGGLE_ADMIN_SK=<hex> WAGGLE_EXPIRED_CODE=<an expired code> node nip43_roundtrip.mjs ws://localhost:PORT
 //
 // Steps: a stranger is refused; the admin asks for an invite (REQ kind 28935) and gets a
 // relay-signed code; a new key claims it (kind 28934) and is told "claim-accepted:", then posts;
-// the relay's 13534 list names it; a reused code and a made-up code are refused "restricted:".
-// (The NIP-86 half of the issue's must-show 2, management calls with nostr-tools' NIP-98 helper,
-// comes with the management API, which is not merged yet.)
+// the relay's 13534 list names it; a reused, a made-up and an expired code are refused
+// "restricted:"; the admin lists the members through NIP-86 (listallowedpubkeys) with
+// nostr-tools' NIP-98 helper, the newcomer's own call is 403, and the admin's unallowpubkey
+// ends the newcomer's open subscription with CLOSED "restricted:".
 // Exits 0 when every step passed; otherwise prints the failing step and exits 1.
 import { generateSecretKey, getPublicKey, finalizeEvent, verifyEvent } from 'nostr-tools/pure'
 import { Relay, useWebSocketImplementation } from 'nostr-tools/relay'
+import { getToken } from 'nostr-tools/nip98'
 import { hexToBytes } from 'nostr-tools/utils'
 import WebSocket from 'ws'
 
@@ -120,6 +122,45 @@ async function main() {
   r = await publish(lr, late, { kind: 28934, tags: [['-'], ['claim', 'not-a-code']] })
   expect(!r.ok && r.reason.startsWith('restricted:'), `made-up code: ${JSON.stringify(r)}`)
   log(`reused code refused: "${r.reason}"`)
+  const expiredCode = process.env.WAGGLE_EXPIRED_CODE
+  expect(expiredCode, 'WAGGLE_EXPIRED_CODE is not set')
+  r = await publish(lr, late, { kind: 28934, tags: [['-'], ['claim', expiredCode]] })
+  expect(!r.ok && r.reason.startsWith('restricted:'), `expired code: ${JSON.stringify(r)}`)
+  log(`expired code refused: "${r.reason}"`)
+
+  step = 'NIP-86 listallowedpubkeys with the NIP-98 helper'
+  const httpUrl = url.replace(/^ws/, 'http')
+  async function manage(u, method, params = []) {
+    const body = { method, params }
+    const token = await getToken(httpUrl, 'post', u.signer, true, body)
+    const res = await fetch(httpUrl, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/nostr+json+rpc', Authorization: token },
+      body: JSON.stringify(body),
+    })
+    return { status: res.status, answer: await res.json() }
+  }
+  let m = await manage(admin, 'listallowedpubkeys')
+  expect(m.status === 200, `NIP-86 status ${m.status}: ${JSON.stringify(m.answer)}`)
+  const keys = (m.answer.result || []).map((x) => x.pubkey)
+  expect(keys.includes(newcomer.pk) && keys.includes(admin.pk), `members: ${JSON.stringify(m.answer)}`)
+  log(`NIP-86 lists ${keys.length} members, the newcomer among them`)
+
+  step = 'NIP-86 refuses a plain member'
+  m = await manage(newcomer, 'listallowedpubkeys')
+  expect(m.status === 403 && String(m.answer.error).startsWith('restricted:'), `member's call: ${m.status} ${JSON.stringify(m.answer)}`)
+  log(`a member's call: ${m.status} "${m.answer.error}"`)
+
+  step = 'NIP-86 unallowpubkey ends the newcomer\'s subscription'
+  const closedWith = new Promise((resolve) => {
+    nr.subscribe([{ kinds: [1] }], { onevent() {}, onclose(reason) { resolve(reason) } })
+  })
+  await sleep(200)  // the REQ is registered before the removal
+  m = await manage(admin, 'unallowpubkey', [newcomer.pk])
+  expect(m.status === 200 && m.answer.result === true, `unallowpubkey: ${m.status} ${JSON.stringify(m.answer)}`)
+  const reason = await withTimeout(closedWith, 'CLOSED after unallowpubkey')
+  expect(String(reason).startsWith('restricted:'), `closed with: ${reason}`)
+  log(`the newcomer's subscription closed: "${reason}"`)
 
   for (const rl of relays) rl.close()
   log('all steps passed')

@@ -75,6 +75,10 @@ TEST_F(communities_e2e, AStrangerIsRefusedEverythingUntilAllowedAndLosesItWhenRe
   auto count = next_for(*stranger, "n");
   ASSERT_TRUE(count);
   EXPECT_NE(count->find("CLOSED"), std::string::npos) << *count;
+  auto over_http = post_event("closed.test", bob, signed_event(bob, 1, "over http?"));
+  EXPECT_EQ(over_http.status, 403u) << over_http.body;
+  EXPECT_NE(over_http.body.find("restricted: not a member of this community"), std::string::npos)
+    << over_http.body;
   EXPECT_EQ(stored_by(c, bob), 0);
   // Nothing reached the owner's live subscription either.
   EXPECT_FALSE(owner->read_text(300ms));

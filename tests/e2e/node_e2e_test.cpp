@@ -135,15 +135,7 @@ TEST_F(node_e2e, oversized_frames_close_with_1009_and_store_nothing) {
 TEST_F(node_e2e, post_events_uses_nip98_and_the_same_ingest_path) {
   auto ev = signed_event(bob, 1, "over http");
   std::string url = "http://alpha.test/events";
-  unsigned char digest[32];
-  SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
-  auto auth = signed_event(bob, 27235, "",
-                           {{"u", url}, {"method", "POST"}, {"payload", proto::to_hex(digest, 32)}});
-  auto r = gateway::http_request("127.0.0.1", port_, "POST", "/events",
-                                 {{"Host", "alpha.test"},
-                                  {"Authorization", "Nostr " + base64(auth.raw)},
-                                  {"Content-Type", "application/json"}},
-                                 ev.raw);
+  auto r = post_event("alpha.test", bob, ev);
   ASSERT_EQ(r.status, 200u) << r.body;
   auto d = parse(r.body);
   EXPECT_TRUE(d["accepted"].GetBool()) << r.body;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <openssl/sha.h>
 #include <rapidjson/document.h>
 
 #include "actors/node/node.hpp"
@@ -129,6 +130,22 @@ class node_e2e : public ::testing::Test {
       if (f->rfind("[\"OK\"", 0) == 0)
         return *f;
     return "(no OK)";
+  }
+
+  // POST /events of `ev` to `host`, with `sk`'s NIP-98 authorization (payload
+  // tag included).
+  gateway::http_response post_event(const std::string& host, const std::string& sk,
+                                    const proto::event& ev) {
+    std::string url = "http://" + host + "/events";
+    unsigned char digest[32];
+    SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
+    auto auth = signed_event(sk, 27235, "",
+                             {{"u", url}, {"method", "POST"}, {"payload", proto::to_hex(digest, 32)}});
+    return gateway::http_request("127.0.0.1", port_, "POST", "/events",
+                                 {{"Host", host},
+                                  {"Authorization", "Nostr " + base64(auth.raw)},
+                                  {"Content-Type", "application/json"}},
+                                 ev.raw);
   }
 
   // Reads frames of a subscription until EOSE; returns the event ids.

@@ -111,18 +111,7 @@ TEST_F(write_policy_e2e, ephemeral_events_are_judged_too) {
 }
 
 TEST_F(write_policy_e2e, post_events_is_judged_by_the_same_plugin) {
-  auto post = [&](const proto::event& ev) {
-    std::string url = "http://alpha.test/events";
-    unsigned char digest[32];
-    SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
-    auto auth = signed_event(bob, 27235, "",
-                             {{"u", url}, {"method", "POST"}, {"payload", proto::to_hex(digest, 32)}});
-    return gateway::http_request("127.0.0.1", port_, "POST", "/events",
-                                 {{"Host", "alpha.test"},
-                                  {"Authorization", "Nostr " + base64(auth.raw)},
-                                  {"Content-Type", "application/json"}},
-                                 ev.raw);
-  };
+  auto post = [&](const proto::event& ev) { return post_event("alpha.test", bob, ev); };
   auto spam = signed_event(bob, 1, "spam over http");
   auto r = post(spam);
   EXPECT_EQ(r.status, 403u) << r.body;

@@ -71,7 +71,7 @@ struct fake_node {
   caf::actor_system sys{registered(cfg)};
   std::shared_ptr<counting_observer> watch = std::make_shared<counting_observer>();
   counting_observer& stats = *watch;
-  waggle::community community{1, relay_host, "Test Relay", false, community_policy::open, "", ""};
+  waggle::community community{1, relay_host, "Test Relay", false, community_policy::open, "", "", {}};
 
   std::mutex mtx;
   std::vector<std::string> frames;                           // forwarded to actors

@@ -1,0 +1,304 @@
+// NIP-86 over the whole node (docs/management.md, must-show 3): every method
+// with an owner's signature and its effect as a client sees it; refusals
+// (401 without a valid NIP-98, 403 for members, strangers and another
+// community's admin) that change nothing; an audit row for each call.
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+#include "db/membership_store.hpp"
+#include "tests/e2e/node_fixture.hpp"
+
+namespace waggle::e2e {
+namespace {
+
+struct rpc_options {
+  std::string u = "http://gamma.test/";
+  std::optional<std::string> payload;  // default: the body's hash; "": no payload tag
+  bool sign = true;
+};
+
+rpc_options unsigned_call() {
+  rpc_options o;
+  o.sign = false;
+  return o;
+}
+rpc_options with_u(std::string u) {
+  rpc_options o;
+  o.u = std::move(u);
+  return o;
+}
+rpc_options with_payload(std::string p) {
+  rpc_options o;
+  o.payload = std::move(p);
+  return o;
+}
+
+class management_e2e : public node_e2e {
+ protected:
+  static void SetUpTestSuite() {
+    node_e2e::SetUpTestSuite();
+    auto conn = db_->connect();
+    auto gamma = db::add_community(*conn, "gamma.test", "Gamma", community_policy::closed);
+    auto delta = db::add_community(*conn, "delta.test", "Delta", community_policy::closed);
+    ASSERT_TRUE(gamma && delta);
+    gamma_ = gamma->id;
+    auto pk = [](int n) { return proto::pubkey_of(pgtest::secret(n)); };
+    ASSERT_TRUE(db::add_member(*conn, gamma_, pk(21), member_role::owner, {}));
+    ASSERT_TRUE(db::add_member(*conn, gamma_, pk(23), member_role::member, {}));
+    ASSERT_TRUE(db::add_member(*conn, delta->id, pk(25), member_role::owner, {}));
+    ASSERT_TRUE(pgtest::eventually([] {
+      return node_->api().find_community("gamma.test") && node_->api().find_community("delta.test");
+    }));
+  }
+
+  gateway::http_response rpc(const std::string& sk, const std::string& body,
+                             const rpc_options& o = rpc_options{},
+                             const std::string& host = "gamma.test") {
+    unsigned char digest[32];
+    SHA256(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
+    std::vector<std::pair<std::string, std::string>> headers{
+      {"Host", host}, {"Content-Type", "application/nostr+json+rpc"}};
+    if (o.sign) {
+      std::vector<proto::tag> tags{{"u", o.u}, {"method", "POST"}};
+      auto payload = o.payload.value_or(proto::to_hex(digest, 32));
+      if (!payload.empty())
+        tags.push_back({"payload", payload});
+      auto auth = signed_event(sk, 27235, "", tags);
+      headers.emplace_back("Authorization", "Nostr " + base64(auth.raw));
+    }
+    return gateway::http_request("127.0.0.1", port_, "POST", "/", headers, body);
+  }
+
+  // An owner's call: HTTP 200 and no error; returns the result as JSON text.
+  std::string ok_call(const std::string& method, const std::string& params = "[]") {
+    auto r = rpc(owner, R"({"method":")" + method + R"(","params":)" + params + "}");
+    EXPECT_EQ(r.status, 200u) << method << " " << r.body;
+    EXPECT_EQ(r.header("Content-Type"), "application/nostr+json+rpc");
+    auto d = parse(r.body);
+    EXPECT_TRUE(d.IsObject() && d["error"].IsNull()) << method << " " << r.body;
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+    if (d.IsObject() && d.HasMember("result"))
+      d["result"].Accept(w);
+    return buf.GetString();
+  }
+
+  bool accepted(const std::string& sk, const proto::event& ev) {
+    auto c = login("gamma.test", sk);
+    return publish(*c, ev).find(",true,") != std::string::npos;
+  }
+
+  std::string nip11_field(const char* key) {
+    auto r = gateway::http_request("127.0.0.1", port_, "GET", "/",
+                                   {{"Host", "gamma.test"}, {"Accept", "application/nostr+json"}});
+    auto d = parse(r.body);
+    return d.IsObject() && d.HasMember(key) && d[key].IsString() ? d[key].GetString() : "";
+  }
+
+  int64_t audits(const std::string& method, bool ok) {
+    auto conn = db_->connect();
+    pqxx::read_transaction tx(*conn);
+    return tx.exec_params("SELECT count(*) FROM community_audit WHERE community_id = $1 "
+                          "AND via = 'nip86' AND method = $2 AND ok = $3",
+                          gamma_, method, ok)[0][0].as<int64_t>();
+  }
+
+  static inline int64_t gamma_ = 0;
+  const std::string owner = pgtest::secret(21);
+  const std::string member = pgtest::secret(23);
+  const std::string stranger = pgtest::secret(24);
+  const std::string other_owner = pgtest::secret(25);
+  const std::string stranger_pk = proto::pubkey_of(pgtest::secret(24));
+};
+
+TEST_F(management_e2e, supportedmethods_lists_every_method) {
+  auto methods = ok_call("supportedmethods");
+  for (auto m : {"banpubkey", "unbanpubkey", "listbannedpubkeys", "allowpubkey", "unallowpubkey",
+                 "listallowedpubkeys", "banevent", "unbanevent", "listbannedevents",
+                 "changerelayname", "changerelaydescription", "changerelayicon", "allowkind",
+                 "disallowkind", "listallowedkinds", "listdisallowedkinds", "blockip",
+                 "unblockip", "listblockedips", "supportedmethods"})
+    EXPECT_NE(methods.find(std::string("\"") + m + "\""), std::string::npos) << m;
+  EXPECT_EQ(audits("supportedmethods", true), 1);
+}
+
+TEST_F(management_e2e, pubkey_methods_take_effect_at_once) {
+  EXPECT_FALSE(accepted(stranger, signed_event(stranger, 1, "before")));
+  ok_call("allowpubkey", R"([")" + stranger_pk + R"(","new hire"])");
+  EXPECT_TRUE(accepted(stranger, signed_event(stranger, 1, "allowed now")));
+  EXPECT_NE(ok_call("listallowedpubkeys").find(stranger_pk), std::string::npos);
+
+  ok_call("banpubkey", R"([")" + stranger_pk + R"(","spam"])");
+  EXPECT_FALSE(accepted(stranger, signed_event(stranger, 1, "banned")));
+  auto c = login("gamma.test", stranger);
+  auto h = history(*c, "s", R"({"kinds":[1]})");
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].rfind("CLOSED:", 0), 0u) << h[0];
+  EXPECT_NE(ok_call("listbannedpubkeys").find("\"reason\":\"spam\""), std::string::npos);
+  EXPECT_EQ(ok_call("listallowedpubkeys").find(stranger_pk), std::string::npos);  // banned: not a member
+
+  ok_call("unbanpubkey", R"([")" + stranger_pk + R"("])");
+  EXPECT_EQ(ok_call("listbannedpubkeys"), "[]");
+  ok_call("allowpubkey", R"([")" + stranger_pk + R"("])");
+  ok_call("unallowpubkey", R"([")" + stranger_pk + R"("])");
+  EXPECT_FALSE(accepted(stranger, signed_event(stranger, 1, "removed")));
+  for (auto m : {"allowpubkey", "banpubkey", "unbanpubkey", "unallowpubkey", "listbannedpubkeys"})
+    EXPECT_GE(audits(m, true), 1) << m;
+}
+
+TEST_F(management_e2e, banevent_hides_the_event_and_refuses_it_again) {
+  auto ev = signed_event(member, 1, "to be banned");
+  ASSERT_TRUE(accepted(member, ev));
+  ok_call("banevent", R"([")" + ev.id + R"(","off-topic"])");
+  auto c = login("gamma.test", member);
+  EXPECT_EQ(history(*c, "e", R"({"ids":[")" + ev.id + R"("]})"), std::vector<std::string>{});
+  EXPECT_FALSE(accepted(member, ev));
+  EXPECT_NE(ok_call("listbannedevents").find(ev.id), std::string::npos);
+  ok_call("unbanevent", R"([")" + ev.id + R"("])");
+  EXPECT_EQ(ok_call("listbannedevents"), "[]");
+  // Unbanning does not restore.
+  EXPECT_EQ(history(*c, "e2", R"({"ids":[")" + ev.id + R"("]})"), std::vector<std::string>{});
+  EXPECT_EQ(audits("banevent", true), 1);
+}
+
+TEST_F(management_e2e, relay_info_changes_show_in_nip11) {
+  ok_call("changerelayname", R"(["Gamma Renamed"])");
+  ok_call("changerelaydescription", R"(["The gamma team"])");
+  ok_call("changerelayicon", R"(["https://gamma.test/icon.png"])");
+  EXPECT_TRUE(pgtest::eventually([&] { return nip11_field("name") == "Gamma Renamed"; }));
+  EXPECT_TRUE(pgtest::eventually([&] { return nip11_field("description") == "The gamma team"; }));
+  EXPECT_TRUE(pgtest::eventually([&] { return nip11_field("icon") == "https://gamma.test/icon.png"; }));
+  EXPECT_EQ(audits("changerelayicon", true), 1);
+}
+
+TEST_F(management_e2e, nip11_lists_86_everywhere_and_43_where_not_open) {
+  auto nips = [&](const std::string& host) {
+    auto r = gateway::http_request("127.0.0.1", port_, "GET", "/",
+                                   {{"Host", host}, {"Accept", "application/nostr+json"}});
+    std::vector<int> out;
+    auto d = parse(r.body);
+    for (auto& v : d["supported_nips"].GetArray())
+      out.push_back(v.GetInt());
+    return out;
+  };
+  auto gamma = nips("gamma.test");
+  auto alpha = nips("alpha.test");  // open
+  EXPECT_TRUE(std::is_sorted(gamma.begin(), gamma.end()));
+  EXPECT_NE(std::find(gamma.begin(), gamma.end(), 43), gamma.end());
+  EXPECT_NE(std::find(gamma.begin(), gamma.end(), 86), gamma.end());
+  EXPECT_EQ(std::find(alpha.begin(), alpha.end(), 43), alpha.end());
+  EXPECT_NE(std::find(alpha.begin(), alpha.end(), 86), alpha.end());
+}
+
+TEST_F(management_e2e, kind_rules_refuse_other_kinds) {
+  ok_call("disallowkind", "[7]");
+  EXPECT_FALSE(accepted(member, signed_event(member, 7, "+")));
+  EXPECT_TRUE(accepted(member, signed_event(member, 42, "any other kind")));
+  ok_call("allowkind", "[1]");
+  EXPECT_TRUE(accepted(member, signed_event(member, 1, "allowed kind")));
+  EXPECT_FALSE(accepted(member, signed_event(member, 42, "not on the allow list")));
+  EXPECT_EQ(ok_call("listallowedkinds"), "[1]");
+  EXPECT_EQ(ok_call("listdisallowedkinds"), "[7]");
+  auto conn = db_->connect();
+  pqxx::work tx(*conn);
+  tx.exec_params("DELETE FROM community_kinds WHERE community_id = $1", gamma_);
+  tx.commit();
+}
+
+TEST_F(management_e2e, blockip_refuses_the_address_at_the_gateway) {
+  ok_call("blockip", R"(["10.1.2.3","abuse"])");
+  EXPECT_NE(ok_call("listblockedips").find("\"ip\":\"10.1.2.3\""), std::string::npos);
+  ok_call("unblockip", R"(["10.1.2.3"])");
+  EXPECT_EQ(ok_call("listblockedips"), "[]");
+  ok_call("blockip", R"(["::ffff:127.0.0.1"])");  // stored and compared as IPv4
+  EXPECT_TRUE(pgtest::eventually([&] {
+    gateway::ws_client c;
+    return !c.connect("127.0.0.1", port_, "gamma.test") && c.rejected_status() == 403u;
+  }));
+  EXPECT_EQ(rpc(owner, R"({"method":"listblockedips","params":[]})").status, 403u);
+  EXPECT_EQ(gateway::http_request("127.0.0.1", port_, "POST", "/events", {{"Host", "gamma.test"}}, "{}").status, 403u);
+  // Other communities do not block it.
+  gateway::ws_client beta;
+  EXPECT_TRUE(beta.connect("127.0.0.1", port_, "delta.test"));
+  {  // Unblocking from a blocked address is the operator's job (psql or another address).
+    auto conn = db_->connect();
+    pqxx::work tx(*conn);
+    tx.exec_params("DELETE FROM community_blocked_ips WHERE community_id = $1", gamma_);
+    tx.commit();
+  }
+  EXPECT_TRUE(pgtest::eventually([&] {
+    gateway::ws_client c;
+    return c.connect("127.0.0.1", port_, "gamma.test");
+  }));
+}
+
+TEST_F(management_e2e, refused_callers_change_nothing) {
+  const std::string allow = R"({"method":"allowpubkey","params":[")" + stranger_pk + R"("]})";
+  const std::string list = R"({"method":"listallowedpubkeys","params":[]})";
+  for (const auto& body : {allow, list}) {
+    EXPECT_EQ(rpc(member, body).status, 403u);
+    EXPECT_NE(rpc(member, body).body.find("restricted:"), std::string::npos);
+    EXPECT_EQ(rpc(stranger, body).status, 403u);
+    EXPECT_EQ(rpc(other_owner, body).status, 403u);  // delta's owner, not gamma's
+    EXPECT_EQ(rpc(owner, body, unsigned_call()).status, 401u);
+    EXPECT_EQ(rpc(owner, body, with_u("http://delta.test/")).status, 401u);
+    EXPECT_EQ(rpc(owner, body, with_payload(std::string(64, '0'))).status, 401u);
+    EXPECT_EQ(rpc(owner, body, with_payload("")).status, 401u);
+  }
+  // delta's owner manages delta, not gamma.
+  EXPECT_EQ(rpc(other_owner, list, with_u("http://delta.test/"), "delta.test").status, 200u);
+  EXPECT_EQ(ok_call("listallowedpubkeys").find(stranger_pk), std::string::npos);
+  EXPECT_FALSE(accepted(stranger, signed_event(stranger, 1, "still out")));
+  EXPECT_EQ(audits("allowpubkey", false), 4);  // refused after NIP-98: audited too; 401s not
+}
+
+TEST_F(management_e2e, bad_calls_are_errors_that_change_nothing) {
+  auto call = [&](const std::string& body) { return rpc(owner, body); };
+  auto r = call(R"({"method":"banpubkey","params":["nothex"]})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_NE(r.body.find("invalid:"), std::string::npos) << r.body;
+  r = call(R"({"method":"blockip","params":["999.1.1.1"]})");
+  EXPECT_NE(r.body.find("not an IP address"), std::string::npos) << r.body;
+  r = call(R"({"method":"allowkind","params":[70000]})");
+  EXPECT_NE(r.body.find("invalid:"), std::string::npos) << r.body;
+  r = call(R"({"method":"nosuchmethod","params":[]})");
+  EXPECT_NE(r.body.find("unknown method"), std::string::npos) << r.body;
+  EXPECT_EQ(call("not json").status, 400u);
+  EXPECT_EQ(ok_call("listblockedips"), "[]");
+  EXPECT_EQ(ok_call("listallowedkinds"), "[]");
+}
+
+// Must-show 1 through NIP-86: allowpubkey lets a key in at once, and
+// unallowpubkey ends its open subscription with CLOSED and refuses its next
+// frame.
+TEST_F(management_e2e, unallowpubkey_ends_open_subscriptions) {
+  const auto newcomer = pgtest::secret(26);
+  const auto newcomer_pk = proto::pubkey_of(newcomer);
+  auto c = login("gamma.test", newcomer);
+  ASSERT_EQ(history(*c, "early", R"({"kinds":[1]})"),
+            std::vector<std::string>{"CLOSED:restricted: not a member of this community"});
+  ok_call("allowpubkey", R"([")" + newcomer_pk + R"("])");
+  auto ok = publish(*c, signed_event(newcomer, 1, "in"));
+  EXPECT_NE(ok.find(",true,"), std::string::npos) << ok;
+  auto live = history(*c, "live", R"({"kinds":[1]})");
+  ASSERT_FALSE(live.empty());
+  ASSERT_EQ(live.back().rfind("CLOSED:", 0), std::string::npos) << live.back();
+
+  ok_call("unallowpubkey", R"([")" + newcomer_pk + R"("])");
+  std::optional<std::string> closed;
+  while (auto f = c->read_text(5s))
+    if (f->find("\"live\"") != std::string::npos) {
+      closed = f;
+      break;
+    }
+  ASSERT_TRUE(closed) << "the subscription was not ended";
+  EXPECT_EQ(*closed, R"(["CLOSED","live","restricted: not a member of this community"])");
+  auto refused = publish(*c, signed_event(newcomer, 1, "still here?"));
+  // The removed key was dropped from the connection's AUTH: it must sign in again.
+  EXPECT_NE(refused.find(",false,\"auth-required:"), std::string::npos) << refused;
+}
+
+}  // namespace
+}  // namespace waggle::e2e
