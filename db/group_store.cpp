@@ -1,4 +1,6 @@
 #include "db/group_store.hpp"
+
+#include "db/advisory_locks.hpp"
 #include "db/sql_util.hpp"
 
 #include <algorithm>
@@ -13,13 +15,6 @@ namespace nip29 = proto::nip29;
 using namespace sql;
 
 namespace {
-
-void lock_exclusive(pqxx::work& tx, const std::string& key) {
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key);
-}
-void lock_shared(pqxx::work& tx, const std::string& key) {
-  tx.exec_params("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))", key);
-}
 
 struct channel_row {
   nip29::channel_view view;

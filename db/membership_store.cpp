@@ -7,6 +7,7 @@
 #include <pqxx/except>
 #include <pqxx/result>
 
+#include "db/advisory_locks.hpp"
 #include "db/event_store.hpp"
 #include "db/sql_util.hpp"
 
@@ -129,8 +130,7 @@ result<bool> remove_member(pqxx::transaction_base& tx, int64_t community_id,
   if (!is_hex64(pubkey))
     return make_status(ec::invalid, "a pubkey is 64 lowercase hex characters");
   // Taken first so the last-owner check cannot race another removal.
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                 community_membership_lock_key(community_id));
+  lock_exclusive(tx, community_membership_lock_key(community_id));
   auto owners = tx.exec_params(
     "SELECT count(*) FILTER (WHERE role = 'owner'), "
     "       bool_or(pubkey = decode($2, 'hex') AND role = 'owner') "
@@ -215,8 +215,7 @@ claim_result claim_invite(pqxx::connection& conn, int64_t community_id, const st
   auto r = in_transaction(conn, [&](pqxx::work& tx) -> result<bool> {
     // EXCLUSIVE first: the ban and membership checks below cannot be
     // overtaken by a ban that commits before the membership does.
-    tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                   community_membership_lock_key(community_id));
+    lock_exclusive(tx, community_membership_lock_key(community_id));
     auto policy = tx.exec_params("SELECT policy FROM communities WHERE id = $1", community_id);
     if (policy.empty() || policy[0][0].as<std::string>() != "invite") {
       out = {claim_outcome::not_taking, policy.empty() || policy[0][0].as<std::string>() == "open"
@@ -254,7 +253,7 @@ claim_result claim_invite(pqxx::connection& conn, int64_t community_id, const st
     return true;
   });
   if (!r)
-    return {claim_outcome::bad_code, r.error().reason};
+    return {claim_outcome::failed, r.error().reason};
   return out;
 }
 
@@ -275,10 +274,8 @@ access_publication publish_access_changes(
   // Lock order (docs/lock-protocol.md): replacement (the 13534 coordinate:
   // two publishers of one community, on any node, serialise here) ->
   // community_membership SHARED, held to COMMIT.
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                 replacement_lock_key(community_id, kind_membership_list, signer.pubkey, ""));
-  tx.exec_params("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",
-                 community_membership_lock_key(community_id));
+  lock_exclusive(tx, replacement_lock_key(community_id, kind_membership_list, signer.pubkey, ""));
+  lock_shared(tx, community_membership_lock_key(community_id));
 
   // Every change of this community is committed by now (each held the key
   // EXCLUSIVE until its COMMIT), so this read misses none.
@@ -290,7 +287,6 @@ access_publication publish_access_changes(
     tx.abort();
     return out;
   }
-  out.members.clear();
   for (const auto& row : tx.exec_params(
          "SELECT encode(m.pubkey, 'hex') FROM community_members m "
          " WHERE m.community_id = $1 AND m.removed_at IS NULL "

@@ -84,6 +84,7 @@ enum class claim_outcome : uint8_t {
   not_taking,      // the community takes no join requests (open, or closed)
   bad_code,        // unknown, used, or expired
   banned,
+  failed,          // the database refused the transaction: nothing changed, try again
 };
 struct claim_result {
   claim_outcome outcome = claim_outcome::bad_code;

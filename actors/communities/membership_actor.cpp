@@ -65,6 +65,8 @@ membership_reply membership_state::join(int64_t community_id, const proto::event
       return refused(ec::restricted, claim.detail);
     case db::claim_outcome::banned:
       return refused(ec::blocked, claim.detail);
+    case db::claim_outcome::failed:
+      return refused(ec::unavailable, claim.detail);
     case db::claim_outcome::bad_code:
       break;
   }
