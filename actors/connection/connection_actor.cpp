@@ -180,51 +180,6 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
       });
 }
 
-void connection_state::submit_membership(event_ptr ptr) {
-  if (!peers.membership)
-    return reject(ptr->id, {ec::unavailable, "membership requests are not served here"});
-  ++events_in_flight;
-  auto id = ptr->id;
-  self->request(peers.membership, settings.ingest_timeout,
-                membership_request{settings.community_id, std::move(ptr)})
-    .then(
-      traced_reply<membership_reply>(self, env, [this, id](membership_reply& reply) {
-        --events_in_flight;
-        if (env.stats)
-          env.stats->count(answer{reply.accepted, reply.message,
-                                  reply.accepted ? std::string_view{"accepted"}
-                                                 : std::string_view{"restricted"}});
-        send_ok(id, reply.accepted, reply.message);
-        finish_drain_if_idle();
-      }),
-      [this, id](caf::error&) {
-        --events_in_flight;
-        reject(id, {ec::unavailable, "membership actor unavailable"});
-        finish_drain_if_idle();
-      });
-}
-
-void connection_state::request_invite(const std::string& sub_id, uint64_t generation,
-                                      bool only_invites) {
-  if (!peers.membership || invite_in_flight)
-    return;
-  invite_in_flight = true;
-  self
-    ->request(peers.membership, settings.read_timeout,
-              invite_request{settings.community_id, {authed.begin(), authed.end()}})
-    .then(traced_reply<invite_reply>(self, env,
-                                     [this, sub_id, generation, only_invites](invite_reply& reply) {
-                                       invite_in_flight = false;
-                                       if (!is_current(sub_id, generation))
-                                         return;
-                                       if (reply.invite)
-                                         send(proto::render_event(sub_id, reply.invite->raw));
-                                       else if (only_invites)
-                                         end_subscription(sub_id, reply.err.message());
-                                     }),
-          [this](caf::error&) { invite_in_flight = false; });
-}
-
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
   --events_in_flight;
   answer_with(id, answer_for(reply.outcome, reply.reason));
@@ -301,14 +256,6 @@ void connection_state::on_req(proto::req_msg&& req) {
             if (is_current(sub_id, generation))
               end_subscription(sub_id, "error: access check failed");
           });
-}
-
-read_access connection_state::access_for(const std::vector<proto::filter>& filters) const {
-  std::set<std::string> channels;
-  for (const auto& f : filters)
-    if (auto h = f.tags.find('h'); h != f.tags.end())
-      channels.insert(h->second.begin(), h->second.end());
-  return {{channels.begin(), channels.end()}, {authed.begin(), authed.end()}};
 }
 
 void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
@@ -456,67 +403,6 @@ void connection_state::drop_subscription(const std::string& sub_id) {
 void connection_state::end_subscription(const std::string& sub_id, const std::string& message) {
   drop_subscription(sub_id);
   send(proto::render_closed(sub_id, message));
-}
-
-void connection_state::on_revoked(const channel_revoked& msg) {
-  if (msg.community_id != settings.community_id)
-    return;
-  std::vector<std::string> ended;
-  for (auto& [sub_id, sub] : subs) {
-    auto g = sub.grants.find(msg.channel);
-    if (g == sub.grants.end())
-      continue;
-    auto& grant = g->second;
-    if (msg.deleted) {
-      ended.push_back(sub_id);
-      continue;
-    }
-    if (msg.pubkey.empty())
-      grant.open = false;  // the channel became private
-    else
-      std::erase(grant.members, msg.pubkey);
-    if (!grant.open && grant.members.empty())
-      ended.push_back(sub_id);
-  }
-  for (auto& sub_id : ended)
-    end_subscription(sub_id, status{ec::restricted, msg.deleted
-                                                      ? "channel " + msg.channel + " was deleted"
-                                                      : "no longer a member of private channel " +
-                                                          msg.channel}
-                               .message());
-}
-
-bool connection_state::open_now() const {
-  return settings.community_open && (!settings.still_open || settings.still_open());
-}
-
-void connection_state::on_revoked(const access_revoked& msg) {
-  if (msg.community_id != settings.community_id)
-    return;
-  if (msg.pubkey.empty())
-    settings.community_open = false;
-  else
-    // The key lost its access: its next frame is refused here, and it must
-    // authenticate again once it is let back in.
-    authed.erase(msg.pubkey);
-  std::vector<std::string> ended;
-  for (auto& [sub_id, sub] : subs) {
-    auto& g = sub.community;
-    // Still waiting for its access check: the history re-check sees this
-    // change (it committed before the revocation was sent).
-    if (!g.checked)
-      continue;
-    if (msg.pubkey.empty()) {
-      g.open = false;
-    } else {
-      std::erase(g.members, msg.pubkey);
-      std::erase(g.guests, msg.pubkey);
-    }
-    if (!g.allows())
-      ended.push_back(sub_id);
-  }
-  for (auto& sub_id : ended)
-    end_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
 }
 
 void connection_state::on_drain() {
