@@ -97,12 +97,12 @@ class management_e2e : public node_e2e {
     return d.IsObject() && d.HasMember(key) && d[key].IsString() ? d[key].GetString() : "";
   }
 
-  int64_t audits(const std::string& method, bool ok) {
+  int64_t audits(const std::string& method, bool ok, int64_t community_id = 0) {
     auto conn = db_->connect();
     pqxx::read_transaction tx(*conn);
     return tx.exec_params("SELECT count(*) FROM community_audit WHERE community_id = $1 "
                           "AND via = 'nip86' AND method = $2 AND ok = $3",
-                          gamma_, method, ok)[0][0].as<int64_t>();
+                          community_id ? community_id : gamma_, method, ok)[0][0].as<int64_t>();
   }
 
   static inline int64_t gamma_ = 0;
@@ -298,6 +298,105 @@ TEST_F(management_e2e, unallowpubkey_ends_open_subscriptions) {
   auto refused = publish(*c, signed_event(newcomer, 1, "still here?"));
   // The removed key was dropped from the connection's AUTH: it must sign in again.
   EXPECT_NE(refused.find(",false,\"auth-required:"), std::string::npos) << refused;
+}
+
+// Must-show 3 as a table: every method, with valid params, from each caller
+// that must be refused (a member, a stranger, another community's owner:
+// 403, audited; no signature, a wrong `u`, a wrong or missing payload hash:
+// 401, not audited) changes nothing; then the owner's call of each succeeds
+// and leaves exactly one ok audit row. On a community of its own, so the
+// kind rules it sets do not reach the other tests.
+TEST_F(management_e2e, every_method_refuses_every_wrong_caller_and_audits_the_owner) {
+  int64_t epsilon = 0;
+  {
+    auto conn = db_->connect();
+    auto c = db::add_community(*conn, "epsilon.test", "Epsilon", community_policy::closed);
+    ASSERT_TRUE(c);
+    epsilon = c->id;
+    ASSERT_TRUE(db::add_member(*conn, epsilon, proto::pubkey_of(owner), member_role::owner, {}));
+    ASSERT_TRUE(db::add_member(*conn, epsilon, proto::pubkey_of(member), member_role::member, {}));
+  }
+  ASSERT_TRUE(pgtest::eventually([] { return node_->api().find_community("epsilon.test").has_value(); }));
+  const std::string pk_a = proto::pubkey_of(pgtest::secret(31));
+  const std::string pk_b = proto::pubkey_of(pgtest::secret(32));
+  const std::string id(64, 'e');
+  const std::vector<std::pair<std::string, std::string>> calls{
+    {"supportedmethods", "[]"},
+    {"banpubkey", R"([")" + pk_b + R"(","spam"])"},
+    {"unbanpubkey", R"([")" + pk_b + R"("])"},
+    {"listbannedpubkeys", "[]"},
+    {"allowpubkey", R"([")" + pk_a + R"(","hire"])"},
+    {"unallowpubkey", R"([")" + pk_a + R"("])"},
+    {"listallowedpubkeys", "[]"},
+    {"banevent", R"([")" + id + R"(","off topic"])"},
+    {"unbanevent", R"([")" + id + R"("])"},
+    {"listbannedevents", "[]"},
+    {"changerelayname", R"(["Epsilon Team"])"},
+    {"changerelaydescription", R"(["About us"])"},
+    {"changerelayicon", R"(["https://epsilon.test/icon.png"])"},
+    {"allowkind", "[1]"},
+    {"disallowkind", "[2]"},
+    {"listallowedkinds", "[]"},
+    {"listdisallowedkinds", "[]"},
+    {"blockip", R"(["192.0.2.7","abuse"])"},
+    {"unblockip", R"(["192.0.2.7"])"},
+    {"listblockedips", "[]"},
+  };
+  ASSERT_EQ(calls.size(), 20u);
+  const std::string u = "http://epsilon.test/";
+  auto call = [&](const std::string& sk, const std::string& method, const std::string& params,
+                  rpc_options o) {
+    return rpc(sk, R"({"method":")" + method + R"(","params":)" + params + "}", o, "epsilon.test");
+  };
+  auto state = [&] {  // everything a method can change, read from the tables
+    auto conn = db_->connect();
+    pqxx::read_transaction tx(*conn);
+    std::string out;
+    for (auto q : {"SELECT encode(pubkey, 'hex') || coalesce(reason, '') FROM community_banned_pubkeys",
+                   "SELECT encode(pubkey, 'hex') || role || (removed_at IS NULL) FROM community_members",
+                   "SELECT encode(event_id, 'hex') FROM community_banned_events",
+                   "SELECT kind::text || allowed FROM community_kinds",
+                   "SELECT host(ip) FROM community_blocked_ips",
+                   "SELECT name || '|' || description || '|' || icon || policy FROM communities"}) {
+      std::string sql = std::string(q) + (std::string(q).find("FROM communities") != std::string::npos
+                                            ? " WHERE id = $1"
+                                            : " WHERE community_id = $1");
+      for (const auto& row : tx.exec_params(sql + " ORDER BY 1", epsilon))
+        out += row[0].c_str() + std::string("\n");
+      out += "--\n";
+    }
+    return out;
+  };
+  const auto before = state();
+  for (const auto& [method, params] : calls) {
+    for (const auto& sk : {member, stranger, other_owner}) {
+      auto r = call(sk, method, params, with_u(u));
+      EXPECT_EQ(r.status, 403u) << method << " " << r.body;
+      EXPECT_NE(r.body.find("\"error\":\"restricted:"), std::string::npos) << method << " " << r.body;
+    }
+    rpc_options unsigned_opts = unsigned_call();
+    rpc_options wrong_u = with_u("http://gamma.test/");
+    rpc_options wrong_hash = with_payload(std::string(64, '0'));
+    wrong_hash.u = u;
+    rpc_options no_hash = with_payload("");
+    no_hash.u = u;
+    for (const auto& o : {unsigned_opts, wrong_u, wrong_hash, no_hash}) {
+      auto r = call(owner, method, params, o);
+      EXPECT_EQ(r.status, 401u) << method << " " << r.body;
+      EXPECT_EQ(r.header("WWW-Authenticate"), "Nostr") << method;
+    }
+    EXPECT_EQ(audits(method, false, epsilon), 3) << method;
+    EXPECT_EQ(audits(method, true, epsilon), 0) << method;
+  }
+  EXPECT_EQ(state(), before) << "a refused call changed something";
+
+  for (const auto& [method, params] : calls) {
+    auto r = call(owner, method, params, with_u(u));
+    EXPECT_EQ(r.status, 200u) << method << " " << r.body;
+    EXPECT_NE(r.body.find("\"error\":null"), std::string::npos) << method << " " << r.body;
+    EXPECT_EQ(audits(method, true, epsilon), 1) << method;
+  }
+  EXPECT_NE(state(), before);
 }
 
 }  // namespace
