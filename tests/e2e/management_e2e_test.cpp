@@ -38,6 +38,7 @@ rpc_options with_payload(std::string p) {
 class management_e2e : public node_e2e {
  protected:
   static void SetUpTestSuite() {
+    operator_pubkeys_ = {proto::pubkey_of(pgtest::secret(27))};
     node_e2e::SetUpTestSuite();
     auto conn = db_->connect();
     auto gamma = db::add_community(*conn, "gamma.test", "Gamma", community_policy::closed);
@@ -397,6 +398,27 @@ TEST_F(management_e2e, every_method_refuses_every_wrong_caller_and_audits_the_ow
     EXPECT_EQ(audits(method, true, epsilon), 1) << method;
   }
   EXPECT_NE(state(), before);
+}
+
+// An operator key (--operator-pubkeys) manages every community of the node
+// without being a member of any; its calls are audited under its key.
+TEST_F(management_e2e, an_operator_key_manages_any_community) {
+  const auto op = pgtest::secret(27);
+  auto r = rpc(op, R"({"method":"listallowedpubkeys","params":[]})");
+  EXPECT_EQ(r.status, 200u) << r.body;
+  EXPECT_NE(r.body.find(proto::pubkey_of(owner)), std::string::npos) << r.body;
+  auto d = rpc(op, R"({"method":"supportedmethods","params":[]})", with_u("http://delta.test/"),
+               "delta.test");
+  EXPECT_EQ(d.status, 200u) << d.body;
+  // Being an operator does not make the key a member.
+  EXPECT_FALSE(accepted(op, signed_event(op, 1, "operators manage, they do not post")));
+  auto conn = db_->connect();
+  pqxx::read_transaction tx(*conn);
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM community_audit WHERE caller = decode($1, 'hex') "
+                           "AND ok",
+                           proto::pubkey_of(op))[0][0]
+              .as<int64_t>(),
+            2);
 }
 
 }  // namespace

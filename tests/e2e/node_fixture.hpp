@@ -83,6 +83,7 @@ class node_e2e : public ::testing::Test {
     cfg.database_url = db_->url();
     cfg.port = 0;
     cfg.expiry_reap_seconds = 1;  // NIP-40: the e2e test waits for a reap, not for 10 s
+    cfg.operator_pubkeys = operator_pubkeys_;
     key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
     cfg.relay_key_file = (key_dir_ / "relay.key").string();
     node_ = new node(cfg, node_env::production());
@@ -175,6 +176,8 @@ class node_e2e : public ::testing::Test {
   static inline node* node_ = nullptr;
   static inline gateway::server* server_ = nullptr;
   static inline uint16_t port_ = 0;
+  // --operator-pubkeys of the node; a suite sets it before SetUpTestSuite.
+  static inline std::vector<std::string> operator_pubkeys_;
   static inline std::filesystem::path key_dir_;
   const std::string alice = pgtest::secret(11);
   const std::string bob = pgtest::secret(12);
