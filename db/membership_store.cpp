@@ -240,6 +240,13 @@ claim_result claim_invite(pqxx::connection& conn, int64_t community_id, const st
       "UPDATE community_invites SET claimed_by = decode($3, 'hex'), claimed_at = to_timestamp($4) "
       " WHERE community_id = $1 AND code_hash = sha256(convert_to($2, 'UTF8')) "
       "   AND claimed_at IS NULL AND expires_at > to_timestamp($4) "
+      // A code is good only while whoever minted it may still invite: an
+      // admin removed, demoted or banned takes its codes with it.
+      "   AND EXISTS (SELECT 1 FROM community_members m "
+      "                WHERE m.community_id = $1 AND m.pubkey = community_invites.created_by "
+      "                  AND m.removed_at IS NULL AND m.role IN ('owner', 'admin')) "
+      "   AND NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b "
+      "                    WHERE b.community_id = $1 AND b.pubkey = community_invites.created_by) "
       "RETURNING encode(created_by, 'hex')",
       community_id, code, pubkey, now);
     if (claimed.empty()) {

@@ -18,9 +18,14 @@ std::string params_text(const rapidjson::Value& params) {
   rapidjson::Writer<rapidjson::StringBuffer> w{buf};
   params.Accept(w);
   std::string out{buf.GetString(), buf.GetSize()};
-  // The audit keeps what was asked, bounded: a call's params are small.
-  if (out.size() > 8192)
-    out.resize(8192);
+  // The audit keeps what was asked, bounded: a call's params are small. The
+  // cut steps back to a UTF-8 character boundary (the column is text).
+  if (out.size() > 8192) {
+    size_t cut = 8192;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
+      --cut;
+    out.resize(cut);
+  }
   return out;
 }
 
@@ -51,7 +56,10 @@ void management_state::init(management_ptr self_ptr, management_settings cfg) {
 
 manage_reply management_state::on_request(const manage_request& req) {
   rapidjson::Document doc;
-  doc.Parse(req.body.data(), req.body.size());
+  // Iterative (a deep body cannot exhaust the stack) and UTF-8-checked (the
+  // method and params go into the audit row, a text column).
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
+    req.body.data(), req.body.size());
   if (doc.HasParseError() || !doc.IsObject())
     return {400, rpc_error_body("invalid: the body is not a JSON-RPC object"), {}};
   auto m = doc.FindMember("method");
@@ -73,10 +81,12 @@ manage_reply management_state::on_request(const manage_request& req) {
     auto exists = tx.exec_params("SELECT 1 FROM communities WHERE id = $1", req.community_id);
     if (exists.empty())
       return {404, rpc_error_body("invalid: unknown community"), {}};
-    bool allowed = settings.operator_pubkeys.count(req.caller) > 0;
+    bool owner_rights = settings.operator_pubkeys.count(req.caller) > 0;
+    bool allowed = owner_rights;
     if (!allowed) {
       auto role = db::role_of(tx, req.community_id, req.caller);
       allowed = role && *role != member_role::member;
+      owner_rights = role && *role == member_role::owner;
     }
     const auto args = params_text(params);
     if (!allowed) {
@@ -85,7 +95,7 @@ manage_reply management_state::on_request(const manage_request& req) {
       tx.commit();
       return {403, rpc_error_body(why), {}};
     }
-    auto out = run_management_method(tx, {req.community_id, req.caller}, method, params);
+    auto out = run_management_method(tx, {req.community_id, req.caller, owner_rights}, method, params);
     db::audit(tx, req.community_id, req.caller, "nip86", method, args, out.ok,
               out.ok ? "" : out.error);
     tx.commit();

@@ -99,6 +99,15 @@ method_outcome from(const result<T>& r, std::string json = json_true()) {
   return {true, {}, std::move(json), {}};
 }
 
+// Admins manage members; only an owner (or an operator) may take an owner
+// out, so an admin cannot seize a community by removing its owners.
+std::optional<method_outcome> owner_protected(call& c, const std::string& target) {
+  auto role = db::role_of(c.tx, c.who.community_id, target);
+  if (role && *role == member_role::owner && !c.who.owner_rights)
+    return method_outcome{false, "restricted: only an owner may remove or ban an owner", {}, {}};
+  return std::nullopt;
+}
+
 using handler = std::function<method_outcome(call&)>;
 
 method_outcome text_change(call& c, std::string_view field, size_t max) {
@@ -131,6 +140,8 @@ const std::map<std::string_view, handler>& handlers() {
        auto reason = c.text(1, "reason", max_reason, true);
        if (!pk || !reason)
          return {false, c.error, {}, {}};
+       if (auto refused = owner_protected(c, *pk))
+         return *refused;
        auto out = from(db::ban_pubkey(c.tx, c.who.community_id, *pk, *reason, c.who.pubkey));
        if (out.ok)
          out.revoked = *pk;
@@ -164,6 +175,8 @@ const std::map<std::string_view, handler>& handlers() {
        auto pk = c.hex64(0, "pubkey");
        if (!pk)
          return {false, c.error, {}, {}};
+       if (auto refused = owner_protected(c, *pk))
+         return *refused;
        auto out = from(db::remove_member(c.tx, c.who.community_id, *pk, c.who.pubkey));
        if (out.ok)
          out.revoked = *pk;

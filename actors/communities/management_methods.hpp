@@ -18,6 +18,7 @@ namespace waggle {
 struct management_caller {
   int64_t community_id = 0;
   std::string pubkey;  // hex, the key NIP-98 proved
+  bool owner_rights = false;  // an owner of the community or an operator key
 };
 
 struct method_outcome {

@@ -285,7 +285,11 @@ void node::manage(const community& c, gateway::http_event_request request,
             self->send(board->get()->hub, access_revoked{cid, r.revoked});
           done({r.http_status, std::move(r.body)});
         },
-            [done](caf::error&) { done({503, rpc_error_body("unavailable: management unavailable")}); });
+        [done](caf::error&) {
+          // The call may still commit after this: say so, not "nothing changed".
+          done({503, rpc_error_body(
+                       "unavailable: no answer in time; the call may still be applied, list to check")});
+        });
   });
 }
 

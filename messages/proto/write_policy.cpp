@@ -28,7 +28,7 @@ std::string render_policy_request(const event& ev, int64_t received_at, std::str
 result<policy_answer> parse_policy_answer(std::string_view line) {
   auto bad = [](std::string reason) { return status{ec::invalid, std::move(reason)}; };
   rapidjson::Document d;
-  d.Parse(line.data(), line.size());
+  d.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
   if (d.HasParseError() || !d.IsObject())
     return bad("not a JSON object");
   auto id = d.FindMember("id");

@@ -133,6 +133,28 @@ TEST_F(CommunityAccessTest, TheLastOwnerCannotBeRemoved) {
   EXPECT_EQ(r.error().code, ec::restricted);
 }
 
+// A code is good only while its minter may invite: removing, demoting or
+// banning the admin who minted it voids its codes (found by a red team: they
+// stayed good for 24 h).
+TEST_F(CommunityAccessTest, AnInviteDiesWithItsMintersRight) {
+  auto c = closed_community(community_policy::invite);
+  ASSERT_TRUE(db::add_member(conn(), c, pk(1), member_role::owner, "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(5), member_role::admin, "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(6), member_role::admin, "").has_value());
+  auto now = wall_now();
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(5), "from-removed", now, now + 60).ok());
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(6), "from-demoted", now, now + 60).ok());
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(1), "from-owner", now, now + 60).ok());
+  ASSERT_TRUE(db::remove_member(conn(), c, pk(5), "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(6), member_role::member, "").has_value());
+  EXPECT_EQ(db::claim_invite(conn(), c, pk(2), "from-removed", now).outcome,
+            db::claim_outcome::bad_code);
+  EXPECT_EQ(db::claim_invite(conn(), c, pk(2), "from-demoted", now).outcome,
+            db::claim_outcome::bad_code);
+  EXPECT_EQ(db::claim_invite(conn(), c, pk(2), "from-owner", now).outcome,
+            db::claim_outcome::accepted);
+}
+
 // Must show 4: the capture of a 13534 holds the community's membership lock
 // SHARED until its publication commits; a concurrent add waits for it (seen in
 // pg_locks), so the list published is exactly the membership at its commit.

@@ -421,5 +421,54 @@ TEST_F(management_e2e, an_operator_key_manages_any_community) {
             2);
 }
 
+// Red-team findings, each red before its fix: a deep body crashed the node
+// (recursive parse), a bad UTF-8 byte or a cut inside a character made the
+// audit INSERT fail (so the call was neither applied nor audited), and an
+// admin could remove the community's owner.
+TEST_F(management_e2e, hostile_bodies_are_refused_and_audited_and_the_node_lives) {
+  auto deep = rpc(stranger, R"({"method":"supportedmethods","params":)" + std::string(60000, '['));
+  EXPECT_EQ(deep.status, 400u) << deep.body;
+  auto bad_byte = rpc(stranger, "{\"method\":\"ban\xff\",\"params\":[]}");
+  EXPECT_EQ(bad_byte.status, 400u) << bad_byte.body;
+  EXPECT_EQ(gateway::http_request("127.0.0.1", port_, "GET", "/healthz").status, 200u);
+  // \x01 is audited as \u0001 (6 bytes): the 8192-byte cut falls inside an "é".
+  std::string desc = std::string(1364, '\x01') + "a" + "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w{sb};
+  w.StartObject();
+  w.Key("method");
+  w.String("changerelaydescription");
+  w.Key("params");
+  w.StartArray();
+  w.String(desc.data(), static_cast<rapidjson::SizeType>(desc.size()));
+  w.EndArray();
+  w.EndObject();
+  const auto before = audits("changerelaydescription", true);
+  auto r = rpc(owner, sb.GetString());
+  EXPECT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(audits("changerelaydescription", true), before + 1);
+}
+
+TEST_F(management_e2e, an_admin_cannot_remove_or_ban_an_owner) {
+  const auto admin = pgtest::secret(22);
+  {
+    auto conn = db_->connect();
+    ASSERT_TRUE(db::add_member(*conn, gamma_, proto::pubkey_of(admin), member_role::admin, {}));
+  }
+  const auto owner_pk = proto::pubkey_of(owner);
+  for (auto m : {"unallowpubkey", "banpubkey"}) {
+    auto r = rpc(admin, std::string(R"({"method":")") + m + R"(","params":[")" + owner_pk + R"("]})");
+    EXPECT_EQ(r.status, 200u) << m;
+    EXPECT_NE(r.body.find("\"error\":\"restricted: only an owner"), std::string::npos) << m << r.body;
+  }
+  auto conn = db_->connect();
+  pqxx::nontransaction tx(*conn);
+  auto role = db::role_of(tx, gamma_, owner_pk);
+  EXPECT_TRUE(role && *role == member_role::owner);
+  // An admin still manages members.
+  auto r = rpc(admin, R"({"method":"allowpubkey","params":[")" + proto::pubkey_of(pgtest::secret(33)) + R"("]})");
+  EXPECT_NE(r.body.find("\"error\":null"), std::string::npos) << r.body;
+}
+
 }  // namespace
 }  // namespace waggle::e2e
