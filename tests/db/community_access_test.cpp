@@ -155,6 +155,32 @@ TEST_F(CommunityAccessTest, AnInviteDiesWithItsMintersRight) {
             db::claim_outcome::accepted);
 }
 
+// Claim 3: the 13534 names every member who may act. A member banned and
+// then unbanned is back on the list (red before 0006: the unban published
+// nothing).
+TEST_F(CommunityAccessTest, AnUnbannedMemberIsBackOnTheList) {
+  auto c = closed_community();
+  ASSERT_TRUE(db::add_member(conn(), c, pk(1), member_role::owner, "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(2), member_role::member, "").has_value());
+  auto ban = [&](bool on) {
+    pqxx::work tx(conn());
+    tx.exec_params(on ? "INSERT INTO community_banned_pubkeys (community_id, pubkey) "
+                        "VALUES ($1, decode($2, 'hex'))"
+                      : "DELETE FROM community_banned_pubkeys WHERE community_id = $1 "
+                        "AND pubkey = decode($2, 'hex')",
+                   c, pk(2));
+    tx.commit();
+  };
+  ban(true);  // as banpubkey does: banned and removed, then allowed again while banned
+  ASSERT_TRUE(db::remove_member(conn(), c, pk(2), "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(2), member_role::member, "").has_value());
+  EXPECT_EQ(db::publish_access_changes(conn(), c, relay(), wall_now()).members,
+            std::vector<std::string>{pk(1)});
+  ban(false);
+  auto pub = db::publish_access_changes(conn(), c, relay(), wall_now() + 1);
+  EXPECT_EQ(pub.members, (std::vector<std::string>{std::min(pk(1), pk(2)), std::max(pk(1), pk(2))}));
+}
+
 // Must show 4: the capture of a 13534 holds the community's membership lock
 // SHARED until its publication commits; a concurrent add waits for it (seen in
 // pg_locks), so the list published is exactly the membership at its commit.
