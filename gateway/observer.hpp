@@ -22,6 +22,9 @@ class observer {
   virtual void log(log_level level, std::string_view what, std::string_view detail) = 0;
   virtual void connection_opened() = 0;
   virtual void connection_closed() = 0;
+  // The gateway turned something away by a limit (a fixed label, see
+  // metrics::count_refused); counted in waggle_refusals_total.
+  virtual void refused(std::string_view reason) = 0;
   // Prometheus text for GET /metrics.
   virtual std::string metrics_text() const = 0;
 };

@@ -31,6 +31,10 @@ class gateway_observer final : public gateway::observer {
     if (stats_)
       stats_->connections.fetch_sub(1);
   }
+  void refused(std::string_view reason) override {
+    if (stats_)
+      stats_->count_refused(reason);
+  }
   std::string metrics_text() const override { return stats_ ? stats_->render() : std::string{}; }
 
  private:

@@ -48,6 +48,14 @@ void metrics::count_rejected(const std::string& reason) {
   ++rejected_[reason];
 }
 
+void metrics::count_refused(std::string_view reason) {
+  std::lock_guard guard{mtx_};
+  auto it = refused_.find(reason);
+  if (it == refused_.end())
+    it = refused_.emplace(std::string{reason}, 0).first;
+  ++it->second;
+}
+
 void metrics::count(const answer& a) {
   if (a.metric == "accepted")
     ++events_accepted;
@@ -86,6 +94,13 @@ std::string metrics::render() const {
     std::lock_guard guard{mtx_};
     for (auto& [reason, n] : rejected_)
       out << "waggle_events_rejected_total{reason=\"" << reason << "\"} " << n << '\n';
+  }
+  out << "# HELP waggle_refusals_total Requests, frames and connections refused by a limit, by reason.\n"
+         "# TYPE waggle_refusals_total counter\n";
+  {
+    std::lock_guard guard{mtx_};
+    for (auto& [reason, n] : refused_)
+      out << "waggle_refusals_total{reason=\"" << reason << "\"} " << n << '\n';
   }
   out << ingest_batch_size.render("waggle_ingest_batch_size", "Events per ingest transaction.");
   out << commit_latency.render("waggle_commit_seconds", "Ingest transaction latency.");

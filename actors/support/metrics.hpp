@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/outcome.hpp"
@@ -50,12 +51,18 @@ class metrics {
   void count_rejected(const std::string& reason);
   // One answer to a submitted event, under its metric (messages/outcome.hpp).
   void count(const answer& a);
+  // A request, frame or connection turned away by a limit or a check that is
+  // not about an event's content (waggle_refusals_total{reason}). `reason` is
+  // a short fixed label ("too_many_connections", "reads_in_flight", ...),
+  // never client text: labels are a closed set (docs/operations.md lists them).
+  void count_refused(std::string_view reason);
 
   std::string render() const;
 
  private:
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> rejected_;
+  std::map<std::string, uint64_t, std::less<>> refused_;
 };
 
 }  // namespace waggle

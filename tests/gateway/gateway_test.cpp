@@ -59,6 +59,12 @@ struct counting_observer final : observer {
   void log(log_level, std::string_view, std::string_view) override {}
   void connection_opened() override { ++connections; }
   void connection_closed() override { --connections; }
+  void refused(std::string_view reason) override {
+    std::lock_guard guard{refusals_mtx};
+    refusals.emplace_back(reason);
+  }
+  std::mutex refusals_mtx;
+  std::vector<std::string> refusals;  // every refusal label, in order
   std::string metrics_text() const override {
     return "waggle_connections " + std::to_string(connections.load()) + "\n";
   }
