@@ -452,7 +452,7 @@ async function subMemory(ctx) {
     for (let s = 0; s < subs && !ctx.over(); ++s) {
       const fs = Array.from({ length: filters }, () => ({ '#t': Array.from({ length: values }, word) }))
       const frame = JSON.stringify(['REQ', `m${s}`, ...fs])
-      c.subs.set(`m${s}`, { onEose: () => seen.eose++, onClosed: (r) => bump(seen.closed, prefixOf(r)) })
+      c.subs.set(`m${s}`, { onEose: () => seen.eose++, onClosed: (r) => { if (!ctx.stopping) bump(seen.closed, prefixOf(r)) } })
       c.send(frame)
       seen.reqs_sent++
       seen.bytes_sent += frame.length
