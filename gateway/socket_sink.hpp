@@ -6,7 +6,9 @@
 // thread); tests implement it by recording frames. Keeping the socket behind
 // this edge is what lets the connection actor run under test_coordinator.
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +22,17 @@ class socket_sink {
   virtual void send_text(std::string frame) = 0;
   // Closes the socket with a WebSocket close code (1000, 1001, 1008, 1009...).
   virtual void close(uint16_t code, std::string reason) = 0;
+  // How much may be queued now without nearing the session's outbound cap.
+  struct room {
+    std::size_t frames = 0;
+    std::size_t bytes = 0;
+  };
+  // Calls `done` once (from any thread), as soon as the outbound queue is at
+  // or below its low-water mark, with the room left under the cap. This is
+  // what lets a large history be sent as the socket drains instead of
+  // overflowing the queue. Never called if the socket closes first. Sinks
+  // without a queue (tests, replays) have room at once.
+  virtual void notify_drained(std::function<void(room)> done) { done(room{256, 1u << 20}); }
 };
 
 using socket_sink_ptr = std::shared_ptr<socket_sink>;

@@ -28,6 +28,11 @@ class session_sink final : public socket_sink {
       s.begin_close(code, std::move(r));
     });
   }
+  void notify_drained(std::function<void(room)> done) override {
+    gate_->post_to(s_, [d = std::move(done)](ws_session& s) mutable {
+      s.notify_drained(std::move(d));
+    });
+  }
 
  private:
   std::weak_ptr<ws_session> s_;
@@ -150,6 +155,30 @@ void ws_session::enqueue(std::string frame) {
     do_write();
 }
 
+bool ws_session::below_low_water() const {
+  // A quarter of either cap: the sender's next slice (at most half the room
+  // left) then never brings the queue near the cap.
+  return queue_.size() <= st_->limits.max_outbound_frames / 4
+         && queued_bytes_ <= st_->limits.max_outbound_bytes / 4;
+}
+
+void ws_session::notify_drained(std::function<void(socket_sink::room)> done) {
+  if (closing_ || finished_)
+    return;  // the actor hears socket_closed instead
+  drained_waiter_ = std::move(done);
+  fire_drained_if_low();
+}
+
+void ws_session::fire_drained_if_low() {
+  if (!drained_waiter_ || !below_low_water())
+    return;
+  auto done = std::move(drained_waiter_);
+  drained_waiter_ = nullptr;
+  auto& lim = st_->limits;
+  done({(lim.max_outbound_frames - queue_.size()) / 2,
+        (lim.max_outbound_bytes - queued_bytes_) / 2});
+}
+
 void ws_session::drop_slow_consumer() {
   log::debug(st_->api, "dropping slow consumer", host_);
   // Keep the frame being written (its buffer is in use), drop everything else.
@@ -205,6 +234,8 @@ void ws_session::on_write(beast::error_code ec, std::size_t) {
   }
   queued_bytes_ -= queue_.front().size();
   queue_.pop_front();
+  if (!closing_)
+    fire_drained_if_low();
   if (!queue_.empty())
     return do_write();
   if (closing_ && !close_sent_)
@@ -258,6 +289,7 @@ void ws_session::finish(bool in_destructor) {
   while (queue_.size() > (writing_ ? 1u : 0u))
     queue_.pop_back();
   queued_bytes_ = 0;
+  drained_waiter_ = nullptr;  // holds the actor's handle
   if (!accepted_)
     return;
   if (actor_)

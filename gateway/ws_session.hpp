@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // Strand only (the socket_sink posts them through the server's gate).
   void enqueue(std::string frame);
   void begin_close(uint16_t code, std::string reason);
+  // socket_sink::notify_drained, on the strand: one waiter at a time.
+  void notify_drained(std::function<void(socket_sink::room)> done);
   boost::beast::tcp_stream::executor_type executor() { return ws_.get_executor(); }
 
   // Seconds granted to flush queued frames and complete a close handshake
@@ -54,6 +57,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void do_read();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void drop_slow_consumer();
+  bool below_low_water() const;
+  void fire_drained_if_low();
   void do_write();
   void on_write(boost::beast::error_code ec, std::size_t bytes);
   void do_close();
@@ -74,6 +79,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
 
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
+  std::function<void(socket_sink::room)> drained_waiter_;
   bool writing_ = false;
   bool accepted_ = false;
   bool closing_ = false;     // no more frames accepted from the actor or forwarded to it

@@ -31,6 +31,14 @@ struct socket_frame {
 
 struct socket_closed {};
 
+// Socket -> connection actor: its outbound queue fell to its low-water mark
+// (the answer to socket_sink::notify_drained); frames and bytes that may be
+// queued now without nearing the cap. A large history goes out in such slices.
+struct socket_drained {
+  uint64_t frames = 0;
+  uint64_t bytes = 0;
+};
+
 // -- ingest -------------------------------------------------------------------
 
 // Connection actor -> ingest. Answered with an ingest_reply only after the
@@ -384,6 +392,10 @@ typename Inspector::result_type inspect(Inspector& f, socket_closed&) {
   return f(caf::meta::type_name("socket_closed"));
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, socket_drained& x) {
+  return f(caf::meta::type_name("socket_drained"), x.frames, x.bytes);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ingest_request& x) {
   return f(caf::meta::type_name("ingest_request"), x.community_id, x.ev);
 }
@@ -724,4 +736,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::policy_restart))
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::socket_drained))
 CAF_END_TYPE_ID_BLOCK(waggle)

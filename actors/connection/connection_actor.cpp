@@ -1,7 +1,6 @@
 #include "actors/connection/connection_actor.hpp"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "actors/connection/store_request.hpp"
 #include "actors/support/log.hpp"
@@ -42,6 +41,11 @@ void connection_state::start() {
 connection_state::~connection_state() {
   if (env.stats)
     env.stats->live_subscriptions -= static_cast<int64_t>(subs.size());
+  // A closed connection gives back all it held to the node-wide budget.
+  size_t held = subscription_bytes;
+  for (auto& d : history_queue)
+    held += d.held_bytes;
+  release_bytes(held);
 }
 
 void connection_state::send(std::string frame) {
@@ -212,6 +216,8 @@ void connection_state::on_req(proto::req_msg&& req) {
   subs[req.sub_id].generation = generation;
   if (env.stats)
     ++env.stats->live_subscriptions;
+  if (!charge_subscription(req.sub_id, waggle::subscription_bytes(req.filters)))
+    return;
   auto access = access_for(req.filters);
   // NIP-43: a REQ for kind 28935 asks the relay for an invite code.
   bool wants_invite = false, only_invites = true;
@@ -332,18 +338,18 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
     if (!grant.open && grant.members.empty())
       return end_subscription(
         sub_id, status{ec::restricted, "no longer allowed to read channel " + channel}.message());
+  sub.history_ids.reserve(reply.raws.size());
   for (auto& raw : reply.raws) {
-    sub.history_ids.emplace(id_of_raw(raw));
-    send(proto::render_event(sub_id, raw));
+    event_id_bin id;
+    if (id_from_hex(id_of_raw(raw), id))
+      sub.history_ids.push_back(id);
   }
-  send(proto::render_eose(sub_id));
-  sub.live = true;
-  for (auto& ev : sub.pending)
-    if (!sub.history_ids.contains(ev->id))
-      send(proto::render_event(sub_id, ev->raw));
-  sub.pending.clear();
-  sub.pending.shrink_to_fit();
+  std::sort(sub.history_ids.begin(), sub.history_ids.end());
+  if (!charge_subscription(sub_id, sub.history_ids.size() * history_id_bytes))
+    return;
+  send_history(sub_id, std::move(reply.raws));
 }
+
 
 void connection_state::on_live(const live_event& msg) {
   for (size_t k = 0; k < msg.sub_ids.size(); ++k) {
@@ -354,7 +360,7 @@ void connection_state::on_live(const live_event& msg) {
       continue;  // closed or replaced while the event was on its way
     auto& sub = i->second;
     if (sub.live) {
-      if (!sub.history_ids.contains(msg.ev->id))
+      if (!sub.sent_in_history(msg.ev->id))
         send(proto::render_event(sub_id, msg.ev->raw));
     } else if (sub.pending.size() < settings.max_pending_live) {
       sub.pending.push_back(msg.ev);
@@ -394,7 +400,11 @@ bool connection_state::is_current(const std::string& sub_id, uint64_t generation
 }
 
 void connection_state::drop_subscription(const std::string& sub_id) {
-  subs.erase(sub_id);
+  if (auto i = subs.find(sub_id); i != subs.end()) {
+    subscription_bytes -= i->second.bytes;
+    release_bytes(i->second.bytes);
+    subs.erase(i);
+  }
   if (env.stats)
     --env.stats->live_subscriptions;
   self->send(peers.hub, hub_unsubscribe{caf::actor_cast<caf::actor>(self), sub_id});
@@ -476,6 +486,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       self->state.on_frame(frame.text);
     },
     [self](const live_event& msg) { self->state.on_live(msg); },
+    [self](const socket_drained& room) { self->state.on_drained(room); },
     [self](drain_request) {
       self->state.trace_input("drain");
       self->state.on_drain();

@@ -5,6 +5,7 @@
 // threads), and is the only place where protocol text is rendered.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "actors/connection/admission.hpp"
 #include "actors/connection/policy_gate.hpp"
+#include "actors/connection/subscription_memory.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -41,6 +43,16 @@ struct connection_settings {
   size_t max_subscriptions = 64;
   size_t max_events_in_flight = 512;     // per connection, awaiting their commit
   size_t max_pending_live = 2000;        // live events buffered while history loads
+  // Subscription state (filters as the hub holds them, remembered history
+  // ids) this connection may hold, in bytes; 0 = no limit.
+  size_t max_subscription_bytes = 1u << 20;
+  // The node-wide budget for the same, plus histories waiting for the socket
+  // to drain; shared by every connection. Null: none (tests, replays).
+  memory_budget_ptr subscription_budget;
+  // A history larger than this is sent in slices of at most this size, each
+  // after the socket has drained (socket_sink::notify_drained).
+  size_t history_slice_frames = 256;
+  size_t history_slice_bytes = 1u << 20;
   caf::timespan ingest_timeout = std::chrono::seconds(30);
   caf::timespan read_timeout = std::chrono::seconds(30);
   policy_gate_settings write_policy;
@@ -65,7 +77,11 @@ struct subscription {
   // Ids sent with the history (at most its limit). An event the history
   // query saw committed may still be on its way through ingest and the hub,
   // so live events are checked against these for the subscription's life.
-  std::unordered_set<std::string> history_ids;
+  // Kept as sorted 32-byte ids: 5,000 ids cost 160 KB, not 750 KB of strings.
+  std::vector<event_id_bin> history_ids;
+  bool sent_in_history(const std::string& id) const;
+  // Bytes charged for it (filters, history ids) to the connection and the node.
+  size_t bytes = 0;
   // The channels its filters name with #h, each with the authority it was
   // granted on (open channel, and/or which of our pubkeys are members).
   // A channel_revoked that leaves a grant with neither ends the subscription.
@@ -86,6 +102,19 @@ struct connection_state {
   std::set<std::string> authed;  // pubkeys proven on this connection
   std::unordered_map<std::string, subscription> subs;
   uint64_t next_generation = 0;
+  size_t subscription_bytes = 0;  // sum of subs' bytes (the per-connection budget)
+  // Histories too large to send at once, oldest first, each sent as the
+  // socket drains (history_sender.cpp). Their frames are charged to the
+  // node-wide budget until sent.
+  struct history_delivery {
+    std::string sub_id;
+    uint64_t generation = 0;
+    std::vector<std::string> raws;
+    size_t next = 0;
+    size_t held_bytes = 0;
+  };
+  std::deque<history_delivery> history_queue;
+  bool drain_armed = false;
   size_t events_in_flight = 0;
   bool draining = false;
   bool closed = false;
@@ -98,6 +127,7 @@ struct connection_state {
   void on_live(const live_event& msg);
   void on_drain();
   void on_socket_closed();
+  void on_drained(const socket_drained& room);
   void on_revoked(const channel_revoked& msg);
   void on_revoked(const access_revoked& msg);
   bool open_now() const;
@@ -126,6 +156,12 @@ struct connection_state {
   read_access access_for(const std::vector<proto::filter>& filters) const;
   void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void end_subscription(const std::string& sub_id, const std::string& message);
+  // history_sender.cpp: the history of a REQ, sent as the socket drains.
+  bool charge_subscription(const std::string& sub_id, size_t bytes);
+  void release_bytes(size_t bytes);
+  void send_history(const std::string& sub_id, std::vector<std::string>&& raws);
+  void finish_history(const std::string& sub_id);
+  void arm_drain();
   bool is_current(const std::string& sub_id, uint64_t generation) const;
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();

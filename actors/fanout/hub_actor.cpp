@@ -11,37 +11,49 @@ namespace waggle {
 
 namespace {
 
-std::string make_key(int64_t community_id, char dimension, std::string_view value) {
-  std::string key = std::to_string(community_id);
-  key += '\x1f';
-  key += dimension;
-  key += '\x1f';
-  key += value;
-  return key;
+// FNV-1a, 64 bits.
+void mix(uint64_t& h, std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
 }
 
 }  // namespace
 
-std::vector<std::string> subscription_index::keys_for(int64_t community_id,
-                                                      const proto::filter& f) {
+uint64_t subscription_index::key_of(int64_t community_id, char dimension, std::string_view value,
+                                    std::string_view value2) {
+  uint64_t h = 14695981039346656037ull;
+  mix(h, std::string_view{reinterpret_cast<const char*>(&community_id), sizeof community_id});
+  mix(h, std::string_view{&dimension, 1});
+  mix(h, value);
+  if (!value2.empty()) {
+    mix(h, "\x1f");
+    mix(h, value2);
+  }
+  return h;
+}
+
+std::vector<uint64_t> subscription_index::keys_for(int64_t community_id,
+                                                   const proto::filter& f) {
   // File each filter under ONE dimension, the most selective it has, so that
   // a candidate is found through exactly one path per matching value.
-  std::vector<std::string> keys;
+  std::vector<uint64_t> keys;
   if (f.ids && !f.ids->empty()) {
     for (auto& id : *f.ids)
-      keys.push_back(make_key(community_id, 'i', id));
+      keys.push_back(key_of(community_id, 'i', id));
   } else if (!f.tags.empty()) {
     auto& [letter, values] = *f.tags.begin();
     for (auto& v : values)
-      keys.push_back(make_key(community_id, 't', std::string(1, letter) + '\x1f' + v));
+      keys.push_back(key_of(community_id, 't', std::string_view{&letter, 1}, v));
   } else if (f.authors && !f.authors->empty()) {
     for (auto& a : *f.authors)
-      keys.push_back(make_key(community_id, 'a', a));
+      keys.push_back(key_of(community_id, 'a', a));
   } else if (f.kinds && !f.kinds->empty()) {
     for (auto k : *f.kinds)
-      keys.push_back(make_key(community_id, 'k', std::to_string(k)));
+      keys.push_back(key_of(community_id, 'k', std::to_string(k)));
   } else {
-    keys.push_back(make_key(community_id, '*', ""));
+    keys.push_back(key_of(community_id, '*', ""));
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
@@ -57,11 +69,12 @@ void subscription_index::add(const caf::actor& conn, int64_t community_id,
   for (auto& f : e.filters) {
     if (f.matches_nothing())
       continue;
-    for (auto& key : keys_for(community_id, f))
-      e.keys.push_back(std::move(key));
+    auto keys = keys_for(community_id, f);
+    e.keys.insert(e.keys.end(), keys.begin(), keys.end());
   }
   std::sort(e.keys.begin(), e.keys.end());
   e.keys.erase(std::unique(e.keys.begin(), e.keys.end()), e.keys.end());
+  e.keys.shrink_to_fit();
   for (auto& key : e.keys)
     index_[key].push_back(handle);
   by_conn_[{conn.address(), sub_id}] = handle;
@@ -96,17 +109,17 @@ void subscription_index::remove_connection(const caf::actor_addr& conn) {
 std::vector<subscription_index::match>
 subscription_index::find(int64_t community_id, const proto::event& ev) const {
   std::vector<uint64_t> candidates;
-  auto collect = [&](const std::string& key) {
+  auto collect = [&](uint64_t key) {
     if (auto i = index_.find(key); i != index_.end())
       candidates.insert(candidates.end(), i->second.begin(), i->second.end());
   };
-  collect(make_key(community_id, 'i', ev.id));
-  collect(make_key(community_id, 'a', ev.pubkey));
-  collect(make_key(community_id, 'k', std::to_string(ev.kind)));
-  collect(make_key(community_id, '*', ""));
+  collect(key_of(community_id, 'i', ev.id));
+  collect(key_of(community_id, 'a', ev.pubkey));
+  collect(key_of(community_id, 'k', std::to_string(ev.kind)));
+  collect(key_of(community_id, '*', ""));
   for (auto& t : ev.tags)
     if (t.size() >= 2 && t[0].size() == 1)
-      collect(make_key(community_id, 't', t[0] + '\x1f' + t[1]));
+      collect(key_of(community_id, 't', t[0], t[1]));
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<match> out;

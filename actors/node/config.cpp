@@ -113,6 +113,16 @@ const std::vector<option>& options() {
     {{"--max-outbound-frames", "WAGGLE_MAX_OUTBOUND_FRAMES",
       "frames queued to a client before it is dropped as a slow consumer", "2000"},
      number(&node_config::max_outbound_frames)},
+    {{"--max-subscription-bytes", "WAGGLE_MAX_SUBSCRIPTION_BYTES",
+      "bytes of subscription state (filters, history ids) one connection may hold "
+      "(0 = no limit)",
+      "1048576"},
+     number(&node_config::max_subscription_bytes)},
+    {{"--max-subscription-bytes-total", "WAGGLE_MAX_SUBSCRIPTION_BYTES_TOTAL",
+      "bytes of subscription state and unsent histories all connections together may hold "
+      "(0 = no limit)",
+      "268435456"},
+     number(&node_config::max_subscription_bytes_total)},
     {{"--ping-seconds", "WAGGLE_PING_SECONDS", "WebSocket ping interval", "30"},
      number(&node_config::ping_seconds)},
     {{"--drain-seconds", "WAGGLE_DRAIN_SECONDS", "bound on graceful shutdown", "10"},

@@ -33,6 +33,9 @@ struct node_config {
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
   size_t max_outbound_frames = 2000;
+  // Subscription memory (docs/operations.md, "Subscription memory").
+  size_t max_subscription_bytes = 1u << 20;          // per connection
+  size_t max_subscription_bytes_total = 256u << 20;  // the whole node
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ node::node(node_config cfg, node_env env)
   signer.secret = load_or_create_relay_key(cfg_.relay_key_file);
   signer.pubkey = proto::pubkey_of(signer.secret);
   relay_pubkey_ = signer.pubkey;
+  subscription_budget_ = std::make_shared<memory_budget>(cfg_.max_subscription_bytes_total);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   register_types(*sys_cfg_);
   sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
@@ -77,6 +79,28 @@ node::node(node_config cfg, node_env env)
   management_settings mgmt{cfg_.database_url, {}};
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
   management_ = system_->spawn<caf::detached>(management_impl, std::move(mgmt));
+  trimmer_ = std::thread([this] { trim_loop(); });
+}
+
+// glibc keeps what a thread freed in that thread's arena; the memory of
+// closed subscriptions (freed by the hub and by connection actors on any
+// scheduler thread) stayed resident until something reused it. Once a
+// second, when at least 8 MiB of subscription state was released, the
+// freed pages are handed back (malloc_trim), on this thread, not an
+// actor's: a trim of a large heap takes milliseconds. Twice, because the hub
+// frees its index after the connection released its bytes.
+void node::trim_loop() {
+  constexpr size_t threshold = 8u << 20;
+  int pending = 0;
+  std::unique_lock lock{trim_mtx_};
+  while (!trim_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return trim_stop_; })) {
+    if (subscription_budget_->take_released() >= threshold)
+      pending = 2;
+    if (pending > 0) {
+      --pending;
+      malloc_trim(0);
+    }
+  }
 }
 
 node::~node() {
@@ -84,6 +108,14 @@ node::~node() {
 }
 
 void node::stop() {
+  if (trimmer_.joinable()) {
+    {
+      std::lock_guard guard{trim_mtx_};
+      trim_stop_ = true;
+    }
+    trim_cv_.notify_all();
+    trimmer_.join();
+  }
   if (!system_)
     return;
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
@@ -150,6 +182,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.policy.auth_window = cfg.auth_window;
   settings.limits = filter_limits_for(cfg);
   settings.max_subscriptions = cfg.max_subscriptions;
+  settings.max_subscription_bytes = cfg.max_subscription_bytes;
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
@@ -195,6 +228,7 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("max_filter_values", static_cast<int64_t>(cfg.max_filter_values));
   num("default_limit", cfg.default_limit);
   num("max_limit", cfg.max_limit);
+  num("max_subscription_bytes", static_cast<int64_t>(cfg.max_subscription_bytes));
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }
@@ -205,6 +239,7 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host,
                                           c.policy == community_policy::open);
   settings.remote_ip = remote_ip;
+  settings.subscription_budget = subscription_budget_;
   settings.still_open = [snapshot = snapshot_, host] {
     auto now = snapshot->find(host);
     return now && now->policy == community_policy::open;
@@ -332,6 +367,12 @@ std::string node::relay_info_json(const community& c) const {
   w.Uint(cfg_.max_limit);
   w.Key("default_limit");
   w.Uint(cfg_.default_limit);
+  // Custom fields (not in NIP-11): what a REQ's state may cost, in bytes
+  // (docs/protocol.md#limits).
+  w.Key("max_subscription_bytes");
+  w.Uint64(cfg_.max_subscription_bytes);
+  w.Key("max_subscription_bytes_total");
+  w.Uint64(cfg_.max_subscription_bytes_total);
   w.Key("max_subid_length");
   w.Uint64(proto::max_subscription_id_len);
   w.Key("auth_required");

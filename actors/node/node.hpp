@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <set>
 
 #include <caf/actor_system.hpp>
@@ -62,6 +64,14 @@ class node {
   std::unique_ptr<caf::actor_system> system_;
   std::shared_ptr<handle_board> board_;
   std::shared_ptr<community_snapshot> snapshot_;
+  // Node-wide subscription memory, shared by every connection actor.
+  memory_budget_ptr subscription_budget_;
+  // Gives freed subscription memory back to the system (node.cpp, trim_loop).
+  void trim_loop();
+  std::thread trimmer_;
+  std::mutex trim_mtx_;
+  std::condition_variable trim_cv_;
+  bool trim_stop_ = false;
   node_supervisor_actor supervisor_;
   // NIP-86 calls (docs/management.md): owned by the node, not supervised;
   // it survives a lost database through its session's reconnect.

@@ -126,6 +126,7 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   cfg.max_subscriptions = size("max_subscriptions", cfg.max_subscriptions);
   cfg.max_filters = size("max_filters", cfg.max_filters);
   cfg.max_filter_values = size("max_filter_values", cfg.max_filter_values);
+  cfg.max_subscription_bytes = size("max_subscription_bytes", cfg.max_subscription_bytes);
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   return cfg;

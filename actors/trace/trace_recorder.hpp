@@ -116,6 +116,7 @@ class traced_sink : public socket_sink {
   traced_sink(socket_sink_ptr inner, trace_port_ptr trace, std::string conn);
   void send_text(std::string frame) override;
   void close(uint16_t code, std::string reason) override;
+  void notify_drained(std::function<void(room)> done) override;
 
  private:
   socket_sink_ptr inner_;

@@ -1,0 +1,194 @@
+// The connection actor's subscription memory and large histories (issue 13,
+// findings 3 and 4), under test_coordinator with a socket whose drain the
+// test releases: a history larger than a slice goes out one slice per
+// drain; REQs are charged to the connection's and the node's byte budgets
+// and give their bytes back when replaced, closed, or their connection ends.
+// The e2e tests (tests/e2e/large_history_e2e_test.cpp,
+// subscription_memory_e2e_test.cpp) show the same through real sockets.
+
+#include "actors/connection/connection_actor.hpp"
+#include "actors/connection/subscription_memory.hpp"
+#include "actors/fanout/hub_actor.hpp"
+#include "messages/proto/client_message.hpp"
+#include "tests/actors/actor_fixture.hpp"
+#include "tests/support/event_builder.hpp"
+
+using namespace waggle;
+using namespace waggle::testing;
+
+namespace {
+
+constexpr int64_t now = 1'700'000'000;
+const std::string alice_sk(64, '1');
+const std::string bob_sk(64, '2');
+
+proto::event make_event(const std::string& sk, int32_t kind, std::string content,
+                        int64_t created_at = now) {
+  return test::event_builder{sk}.kind(kind).content(std::move(content)).at(created_at).sign();
+}
+
+// A socket whose queue drains when the test says so.
+struct gated_sink : recording_sink {
+  std::vector<std::function<void(room)>> waiters;
+  void notify_drained(std::function<void(room)> done) override {
+    waiters.push_back(std::move(done));
+  }
+};
+
+class history_test : public actor_test {
+ protected:
+  history_test() {
+    reader_raw = spawn(fake_reader, reader_log);
+    ingest_raw = spawn(fake_ingest, ingest_log);
+    hub = spawn(hub_actor_impl, test_env());
+    run();
+  }
+  ~history_test() override { reader_log->held_requests.clear(); }
+
+  connection_actor open(std::shared_ptr<gated_sink> sink, size_t max_bytes = 0) {
+    connection_settings settings;
+    settings.community_id = 1;
+    settings.host = "chat.example";
+    settings.history_slice_frames = 3;
+    settings.max_subscription_bytes = max_bytes;
+    settings.subscription_budget = budget;
+    auto conn = spawn(connection_actor_impl, settings,
+                      connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
+                                       caf::actor_cast<reader_actor>(reader_raw), {}, {}, {}},
+                      test_env(now), sink);
+    run();
+    sink->take();  // the challenge
+    auto auth = test::event_builder{alice_sk}.kind(22242).at(now)
+             .tags({{"relay", "ws://chat.example:7777/"}, {"challenge", "challenge-1"}}).sign();
+    send(conn, "[\"AUTH\"," + auth.raw + "]");
+    sink->take();
+    return conn;
+  }
+  void send(const connection_actor& conn, std::string text) {
+    caf::anon_send(conn, socket_frame{std::move(text)});
+    run();
+  }
+  void history_next(std::vector<std::string> raws) {
+    caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws));
+    run();
+  }
+  void drain(gated_sink& sink) {
+    ASSERT_EQ(sink.waiters.size(), 1u);
+    auto done = std::move(sink.waiters.front());
+    sink.waiters.clear();
+    done({100, 1u << 20});
+    run();
+  }
+
+  std::shared_ptr<memory_budget> budget = std::make_shared<memory_budget>(0);
+  std::shared_ptr<fake_reader_log> reader_log = std::make_shared<fake_reader_log>();
+  std::shared_ptr<fake_ingest_log> ingest_log = std::make_shared<fake_ingest_log>();
+  caf::actor reader_raw;
+  caf::actor ingest_raw;
+  hub_actor hub;
+};
+
+TEST_F(history_test, a_history_larger_than_a_slice_goes_out_one_slice_per_drain) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  std::vector<proto::event> events;
+  std::vector<std::string> raws;
+  for (int i = 0; i < 7; ++i) {
+    events.push_back(make_event(bob_sk, 1, "h" + std::to_string(i), now - i));
+    raws.push_back(events.back().raw);
+  }
+  history_next(raws);
+  EXPECT_TRUE(sink->take().empty()) << "nothing before the socket says it has room";
+  EXPECT_GT(budget->used(), 0u) << "the unsent history is charged to the node";
+  // A live event meanwhile waits for EOSE; one already in the history is not sent twice.
+  auto live = std::make_shared<const proto::event>(make_event(bob_sk, 1, "live"));
+  caf::anon_send(hub, committed_events{{ingest_item{1, live},
+                                        ingest_item{1, std::make_shared<const proto::event>(events[6])}}});
+  run();
+  EXPECT_TRUE(sink->take().empty());
+  drain(*sink);
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_event("s", raws[0]),
+                                                   proto::render_event("s", raws[1]),
+                                                   proto::render_event("s", raws[2])}));
+  drain(*sink);
+  EXPECT_EQ(sink->take().size(), 3u);
+  size_t held = budget->used();
+  drain(*sink);
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_event("s", raws[6]),
+                                                   proto::render_eose("s"),
+                                                   proto::render_event("s", live->raw)}));
+  EXPECT_TRUE(sink->waiters.empty());
+  EXPECT_LT(budget->used(), held) << "sent history is given back";
+}
+
+TEST_F(history_test, a_close_while_the_history_waits_drops_it_and_its_bytes) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  std::vector<std::string> raws;
+  for (int i = 0; i < 5; ++i)
+    raws.push_back(make_event(bob_sk, 1, "h" + std::to_string(i), now - i).raw);
+  history_next(raws);
+  send(conn, R"(["CLOSE","s"])");
+  EXPECT_GT(budget->used(), 0u) << "the history is still held";
+  drain(*sink);
+  EXPECT_TRUE(sink->take().empty());
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST_F(history_test, reqs_are_charged_to_the_connection_and_given_back) {
+  auto sink = std::make_shared<gated_sink>();
+  auto filters = R"({"authors":[")" + std::string(64, 'a') + R"("]})";
+  std::vector<proto::filter> parsed{*proto::parse_filter(filters, {})};
+  const size_t one = subscription_bytes(parsed);
+  auto conn = open(sink, one + one / 2);
+  send(conn, "[\"REQ\",\"a\"," + filters + "]");
+  history_next({});
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("a")});
+  EXPECT_EQ(budget->used(), one);
+  send(conn, "[\"REQ\",\"b\"," + filters + "]");
+  EXPECT_EQ(sink->take(),
+            std::vector<std::string>{proto::render_closed(
+              "b", "rate-limited: subscription too large for this connection")});
+  // Replacing gives the old one's bytes back first.
+  send(conn, "[\"REQ\",\"a\"," + filters + "]");
+  history_next({});
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_eose("a")});
+  EXPECT_EQ(budget->used(), one);
+  send(conn, R"(["CLOSE","a"])");
+  EXPECT_EQ(budget->used(), 0u);
+  send(conn, "[\"REQ\",\"b\"," + filters + "]");
+  history_next({});
+  EXPECT_EQ(budget->used(), one);
+  // The connection's end gives back all it held.
+  caf::anon_send(conn, socket_closed{});
+  run();
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST(memory_budget, reserves_up_to_its_limit_and_counts_what_is_released) {
+  memory_budget b{100};
+  EXPECT_TRUE(b.try_reserve(60));
+  EXPECT_FALSE(b.try_reserve(41));
+  EXPECT_TRUE(b.try_reserve(40));
+  b.release(70);
+  EXPECT_EQ(b.used(), 30u);
+  EXPECT_EQ(b.take_released(), 70u);
+  EXPECT_EQ(b.take_released(), 0u);
+  memory_budget unlimited{0};
+  EXPECT_TRUE(unlimited.try_reserve(size_t{1} << 40));
+}
+
+TEST(subscription_bytes, grows_with_the_values_a_filter_holds) {
+  auto f = [](int n) {
+    std::string json = R"({"kinds":[)";
+    for (int i = 0; i < n; ++i)
+      json += (i ? "," : "") + std::to_string(i);
+    return std::vector<proto::filter>{*proto::parse_filter(json + "]}", {})};
+  };
+  EXPECT_LT(subscription_bytes(f(1)), subscription_bytes(f(10)));
+  EXPECT_GT(subscription_bytes(f(500)), 500u * 64);
+}
+
+}  // namespace
