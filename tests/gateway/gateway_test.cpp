@@ -125,6 +125,7 @@ struct fake_node {
             ++closed;
             self->quit();
           },
+          [](const socket_drained&) {},
           [](const live_event&) {},
           [](drain_request) {},
           [](const channel_revoked&) {},
