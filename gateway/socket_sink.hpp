@@ -20,6 +20,10 @@ class socket_sink {
   virtual void send_text(std::string frame) = 0;
   // Closes the socket with a WebSocket close code (1000, 1001, 1008, 1009...).
   virtual void close(uint16_t code, std::string reason) = 0;
+  // The connection's first NIP-42 AUTH succeeded: the session stops its AUTH
+  // deadline and stops counting the socket as unauthenticated. A default, so
+  // sinks that have no deadline (tests, replay) need not care.
+  virtual void authenticated() {}
 };
 
 using socket_sink_ptr = std::shared_ptr<socket_sink>;

@@ -116,6 +116,8 @@ class traced_sink : public socket_sink {
   traced_sink(socket_sink_ptr inner, trace_port_ptr trace, std::string conn);
   void send_text(std::string frame) override;
   void close(uint16_t code, std::string reason) override;
+  // Not a frame: passed through unrecorded (the gateway's AUTH deadline).
+  void authenticated() override { inner_->authenticated(); }
 
  private:
   socket_sink_ptr inner_;
