@@ -77,12 +77,14 @@ std::string event_json(std::string_view id, bool accepted, std::string_view mess
 }  // namespace
 
 http_session::http_session(net::ip::tcp::socket&& socket, std::shared_ptr<server_state> st,
-                           std::unique_ptr<tcp_slot> slot)
+                           std::unique_ptr<tcp_slot> slot, admission mode)
   : stream_(std::move(socket)),
     st_(std::move(st)),
     slot_(std::move(slot)),
     submit_timer_(stream_.get_executor()),
-    remote_ip_(client_ip(stream_.socket())) {}
+    peer_ip_(client_ip(stream_.socket())),
+    remote_ip_(peer_ip_),
+    admission_(mode) {}
 
 void http_session::run() {
   // The socket's executor is a strand: start there.
@@ -95,7 +97,7 @@ void http_session::do_read() {
   parser_->header_limit(header_limit);
   parser_->body_limit(st_->limits.max_frame_bytes);
   req_ = {};
-  stream_.expires_after(request_timeout);
+  stream_.expires_after(admission_ == admission::open ? request_timeout : restricted_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           beast::bind_front_handler(&http_session::on_header, shared_from_this()));
 }
@@ -184,6 +186,8 @@ void http_session::handle() {
   auto target = std::string(req_.target());
   auto path = std::string_view(target).substr(0, target.find('?'));
   const bool upgrade = websocket::is_upgrade(req_);
+  if (!admit_request(path))
+    return;
   if (handle_node_endpoint(path))
     return;
   // -- community endpoints: the Host picks the community ----------------------
@@ -238,6 +242,7 @@ bool http_session::handle_node_endpoint(std::string_view path) {
     send(make(http::status::ok, text_plain, "ok\n"));
   } else if (path == "/metrics") {
     std::string body = st_->api.watch ? st_->api.watch->metrics_text() : std::string{};
+    body += st_->gauges_text();
     send(make(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", std::move(body)));
   } else {
     // /readyz is node-level too: load balancers and orchestrators probe it
@@ -250,6 +255,10 @@ bool http_session::handle_node_endpoint(std::string_view path) {
 http_session::response http_session::readiness() {
   if (st_->draining())
     return make(http::status::service_unavailable, text_plain, "draining\n");
+  // Saturated: a load balancer should send new clients elsewhere.
+  if (auto why = st_->saturation())
+    return make(http::status::service_unavailable, app_json,
+                R"({"ready":false,"reason":")" + *why + R"("})");
   bool ready = false;
   try {
     ready = st_->api.ready && st_->api.ready();
@@ -321,12 +330,8 @@ void http_session::handle_root(const community& c, const std::string& host_heade
 }
 
 void http_session::upgrade_to_websocket(const community& c, const std::string& host_header) {
-  if (st_->ws_count.fetch_add(1) >= st_->limits.max_connections) {
-    st_->ws_count.fetch_sub(1);
-    return send(make(http::status::service_unavailable, text_plain,
-                     "too many connections, retry later\n"),
-                true);
-  }
+  if (!reserve_websocket())
+    return;
   // Bytes read past the request: a client that did not wait for our 101
   // (RFC 6455 4.1 says it must). Beast accepts them only as raw bytes.
   std::string raw;
@@ -336,6 +341,7 @@ void http_session::upgrade_to_websocket(const community& c, const std::string& h
     raw = header.str() + beast::buffers_to_string(buffer_.data());
     if (raw.size() > ws_session::raw_accept_max) {
       st_->ws_count.fetch_sub(1);
+      st_->unauth_count.fetch_sub(1);
       return send(make(http::status::bad_request, text_plain,
                        "WebSocket data sent before the handshake completed\n"),
                   true);
@@ -439,7 +445,7 @@ void http_session::on_event_reply(http_event_reply reply) {
 }
 
 void http_session::send(response res, bool close) {
-  res.keep_alive(!close && req_.keep_alive());
+  res.keep_alive(!close && !close_after_ && req_.keep_alive());
   res.prepare_payload();
   res_ = std::make_shared<response>(std::move(res));
   stream_.expires_after(request_timeout);

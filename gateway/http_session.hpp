@@ -21,8 +21,14 @@ namespace waggle::gateway {
 
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
+  // What the server decided at accept (server.cpp): `open` serves anything;
+  // the others answer /healthz, /readyz and /metrics once and everything else
+  // with 503 (reserve_only: TCP saturated) or 429 (the address is over its
+  // cap or its new-connections bucket), then close.
+  enum class admission { open, reserve_only, too_many, too_fast };
+
   http_session(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<server_state> st,
-               std::unique_ptr<tcp_slot> slot);
+               std::unique_ptr<tcp_slot> slot, admission mode = admission::open);
 
   void run();
   boost::beast::tcp_stream::executor_type executor() { return stream_.get_executor(); }
@@ -35,6 +41,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // Lingering close: how long and how much we read and discard.
   static constexpr std::chrono::seconds linger_timeout{2};
   static constexpr std::size_t linger_max_bytes = 1 << 20;
+  // Time a connection admitted only for an answer gets to send its request.
+  static constexpr std::chrono::seconds restricted_timeout{2};
 
  private:
   using request = boost::beast::http::request<boost::beast::http::string_body>;
@@ -46,6 +54,15 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_body(boost::beast::error_code ec, std::size_t);
   bool handle_read_error(boost::beast::error_code ec);
   void handle();
+  // http_admission.cpp: the client's address (X-Forwarded-For from trusted
+  // proxies), its per-address slot, and the answer of a restricted
+  // connection. False when the request has been answered (refused).
+  bool admit_request(std::string_view path);
+  bool is_node_path(std::string_view path) const;
+  void refuse(boost::beast::http::status status, std::string_view label, std::string body);
+  // Reserves a WebSocket and an unauthenticated slot; answers and returns
+  // false when either cap is reached.
+  bool reserve_websocket();
   bool handle_node_endpoint(std::string_view path);
   response readiness();
   std::optional<community> community_of(const std::string& host_header, bool upgrade);
@@ -74,7 +91,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
   request req_;
   std::shared_ptr<response> res_;  // alive while being written
   boost::asio::steady_timer submit_timer_;
+  std::string peer_ip_;    // the TCP peer (a proxy, maybe)
   std::string remote_ip_;  // the client's address, for the node's write policy
+  admission admission_ = admission::open;
+  bool close_after_ = false;  // restricted: one answer, then close
   bool awaiting_reply_ = false;
   uint64_t submit_seq_ = 0;
   std::string drain_;

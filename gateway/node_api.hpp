@@ -4,6 +4,7 @@
 // touches actor state: it calls these, and they hand work to actors with
 // messages. Every callback may be invoked from any thread.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/observer.hpp"
 #include "gateway/socket_sink.hpp"
@@ -50,6 +52,35 @@ struct server_limits {
   size_t max_outbound_bytes = 8u << 20;   // queued bytes before a slow client is dropped
   size_t max_connections = 10000;
   std::chrono::seconds ping_interval{30};
+  // -- admission (docs/operations.md, "Connections") --------------------------
+  // Open connections per client address, WebSockets and pending HTTP together
+  // (0 = no cap); beyond it 429.
+  size_t max_connections_per_ip = 64;
+  // New connections per address: a bucket of `burst` refilled at `rate`/s
+  // (rate 0 = no bucket); beyond it 429.
+  double new_connections_per_second = 10;
+  double new_connections_burst = 40;
+  // Peers whose X-Forwarded-For is believed (canonical IP addresses).
+  std::vector<std::string> trusted_proxies;
+  // A WebSocket without a successful NIP-42 AUTH by then is closed (0 = never).
+  std::chrono::seconds auth_deadline{15};
+  // WebSockets not (yet) authenticated; beyond it 503 (0 = max_connections/4).
+  size_t max_unauthenticated = 0;
+  // TCP slots above the connection cap that only serve /healthz, /readyz and
+  // /metrics (one request each, read within reserve_timeout).
+  size_t health_reserve = 16;
+  // -- outbound memory --------------------------------------------------------
+  // All sessions' queued outbound bytes; beyond it the biggest queue is dropped.
+  size_t max_outbound_bytes_total = 256u << 20;
+  // SO_SNDBUF of every accepted socket (0 = the kernel's autotuning).
+  size_t socket_send_buffer = 256u << 10;
+  // A session whose queued frames made no write progress for this long is
+  // closed, whatever it sends (0 = never).
+  std::chrono::seconds write_stall{30};
+
+  size_t unauthenticated_cap() const {
+    return max_unauthenticated ? max_unauthenticated : std::max<size_t>(1, max_connections / 4);
+  }
 };
 
 struct node_api {

@@ -68,17 +68,54 @@ struct server::impl {
       });
       return;
     }
-    if (st->tcp_count.fetch_add(1) >= st->max_tcp()) {
+    admit(std::move(socket));
+    do_accept();
+  }
+
+  // Decides what a new TCP connection may do before its first byte is read:
+  // everything; only the health endpoints (the reserve above the TCP cap);
+  // or hear a 429 (its address is over its cap or bucket). Beyond the
+  // reserve it is closed at once: that bound protects the fds.
+  void admit(tcp::socket socket) {
+    const size_t held = st->tcp_count.fetch_add(1);
+    auto mode = http_session::admission::open;
+    if (held >= st->max_tcp() + st->limits.health_reserve) {
       st->tcp_count.fetch_sub(1);
       log::debug(st->api, "too many TCP connections, dropping one");
+      if (st->api.watch)
+        st->api.watch->refused("tcp_saturated");
       beast::error_code ignored;
       socket.close(ignored);
-    } else {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<http_session>(std::move(socket), st, std::make_unique<tcp_slot>(st))->run();
+      return;
     }
-    do_accept();
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (st->limits.socket_send_buffer)
+      socket.set_option(net::socket_base::send_buffer_size(
+                          static_cast<int>(st->limits.socket_send_buffer)),
+                        ignored);
+    auto slot = std::make_unique<tcp_slot>(st);
+    if (held >= st->max_tcp()) {
+      mode = http_session::admission::reserve_only;
+    } else {
+      // A trusted proxy's connections are admitted per request, by the
+      // address its X-Forwarded-For names (http_session::admit_request).
+      auto peer = peer_ip(socket);
+      if (!peer.empty() && !is_trusted_proxy(peer, st->trusted)) {
+        auto v = slot->admit_ip(peer);
+        if (v == ip_table::verdict::too_many)
+          mode = http_session::admission::too_many;
+        else if (v == ip_table::verdict::too_fast)
+          mode = http_session::admission::too_fast;
+      }
+    }
+    std::make_shared<http_session>(std::move(socket), st, std::move(slot), mode)->run();
+  }
+
+  static std::string peer_ip(const tcp::socket& socket) {
+    beast::error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    return ec ? std::string{} : canonical_ip(ep.address().to_string());
   }
 
   // Runs `f` on the acceptor's strand and waits for it (or runs it inline when

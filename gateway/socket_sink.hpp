@@ -33,6 +33,10 @@ class socket_sink {
   // overflowing the queue. Never called if the socket closes first. Sinks
   // without a queue (tests, replays) have room at once.
   virtual void notify_drained(std::function<void(room)> done) { done(room{256, 1u << 20}); }
+  // The connection's first NIP-42 AUTH succeeded: the session stops its AUTH
+  // deadline and stops counting the socket as unauthenticated. A default, so
+  // sinks that have no deadline (tests, replay) need not care.
+  virtual void authenticated() {}
 };
 
 using socket_sink_ptr = std::shared_ptr<socket_sink>;

@@ -130,6 +130,7 @@ struct ws_client::impl {
   uint16_t close_code = 0;
   unsigned rejected = 0;
   std::string error;
+  header_list extra_headers;
 
   void ended(beast::error_code ec) {
     if (!open)
@@ -149,6 +150,8 @@ ws_client::~ws_client() {
     beast::get_lowest_layer(*impl_->ws).socket().close(ignored);
   }
 }
+
+void ws_client::set_headers(header_list headers) { impl_->extra_headers = std::move(headers); }
 
 bool ws_client::connect(const std::string& host, uint16_t port, const std::string& host_header,
                         const std::string& target, std::chrono::milliseconds timeout) {
@@ -196,6 +199,12 @@ bool ws_client::connect(const std::string& host, uint16_t port, const std::strin
   opt.handshake_timeout = timeout;
   i.ws->set_option(opt);
   i.ws->read_message_max(64u << 20);
+  if (!i.extra_headers.empty())
+    i.ws->set_option(websocket::stream_base::decorator(
+      [h = i.extra_headers](websocket::request_type& req) {
+        for (auto& [k, v] : h)
+          req.set(k, v);
+      }));
   auto res = std::make_shared<websocket::response_type>();
   std::string hh = host_header.empty() ? host + ":" + std::to_string(port) : host_header;
   op = std::make_shared<op_state>();

@@ -47,6 +47,9 @@ class ws_client {
   bool connect(const std::string& host, uint16_t port, const std::string& host_header = {},
                const std::string& target = "/",
                std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Extra headers of the upgrade requests of later connect() calls (e.g.
+  // X-Forwarded-For, as a proxy would add it).
+  void set_headers(header_list headers);
   bool send_text(std::string_view text,
                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // The next message, or nullopt on timeout or when the socket ended (then

@@ -33,6 +33,9 @@ class session_sink final : public socket_sink {
       s.notify_drained(std::move(d));
     });
   }
+  void authenticated() override {
+    gate_->post_to(s_, [](ws_session& s) { s.mark_authenticated(); });
+  }
 
  private:
   std::weak_ptr<ws_session> s_;
@@ -52,12 +55,18 @@ ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state>
     host_(std::move(host)),
     remote_ip_(std::move(remote_ip)),
     slot_(std::move(slot)),
-    close_timer_(ws_.get_executor()) {}
+    close_timer_(ws_.get_executor()),
+    auth_timer_(ws_.get_executor()),
+    stall_timer_(ws_.get_executor()) {}
 
 ws_session::~ws_session() {
   // Normally finish() already ran; if the io_context was stopped with the
   // session still open, this is where the actor learns about it.
   finish(true);
+  if (!authenticated_)
+    st_->unauth_count.fetch_sub(1);
+  if (queued_bytes_)  // a frame whose write never completed (io_context stopped)
+    st_->outbound_bytes.fetch_sub(queued_bytes_);
   st_->ws_count.fetch_sub(1);
 }
 
@@ -115,6 +124,7 @@ void ws_session::on_accept(beast::error_code ec) {
   } else if (st_->shutting_down.load()) {
     begin_close(static_cast<uint16_t>(websocket::close_code::going_away), "going away");
   }
+  arm_auth_deadline();
   do_read();
 }
 
@@ -146,10 +156,15 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
 void ws_session::enqueue(std::string frame) {
   if (closing_ || finished_)
     return;
-  queued_bytes_ += frame.size();
+  add_queued(frame.size());
   queue_.push_back(std::move(frame));
   if (queue_.size() > st_->limits.max_outbound_frames
-      || queued_bytes_ > st_->limits.max_outbound_bytes)
+      || queued_bytes_ > st_->limits.max_outbound_bytes) {
+    if (st_->api.watch)
+      st_->api.watch->refused("slow_consumer");
+    return drop_slow_consumer();
+  }
+  if (over_outbound_budget())
     return drop_slow_consumer();
   if (!writing_)
     do_write();
@@ -184,10 +199,10 @@ void ws_session::drop_slow_consumer() {
   // Keep the frame being written (its buffer is in use), drop everything else.
   std::size_t keep = writing_ ? 1 : 0;
   while (queue_.size() > keep) {
-    queued_bytes_ -= queue_.back().size();
+    sub_queued(queue_.back().size());
     queue_.pop_back();
   }
-  queued_bytes_ += slow_consumer_notice.size();
+  add_queued(slow_consumer_notice.size());
   queue_.push_back(slow_consumer_notice);
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error), "slow consumer");
   if (!writing_)
@@ -217,6 +232,7 @@ void ws_session::begin_close(uint16_t code, std::string reason) {
 
 void ws_session::do_write() {
   writing_ = true;
+  watch_writes();
   ws_.async_write(net::buffer(queue_.front()),
                   beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
 }
@@ -224,7 +240,11 @@ void ws_session::do_write() {
 void ws_session::on_write(beast::error_code ec, std::size_t) {
   writing_ = false;
   if (finished_) {
-    queue_.clear();
+    // finish() kept only this frame (for its buffer) in the queue and count.
+    while (!queue_.empty()) {
+      sub_queued(queue_.front().size());
+      queue_.pop_front();
+    }
     return;
   }
   if (ec) {
@@ -232,7 +252,8 @@ void ws_session::on_write(beast::error_code ec, std::size_t) {
     // The pending read completes with an error and calls finish().
     return abort_socket();
   }
-  queued_bytes_ -= queue_.front().size();
+  ++writes_done_;
+  sub_queued(queue_.front().size());
   queue_.pop_front();
   if (!closing_)
     fire_drained_if_low();
@@ -283,12 +304,17 @@ void ws_session::finish(bool in_destructor) {
     return;
   finished_ = true;
   closing_ = true;
-  if (!in_destructor)
+  if (!in_destructor) {
     close_timer_.cancel();
-  // A write still in flight owns queue_.front()'s buffer until it completes.
-  while (queue_.size() > (writing_ ? 1u : 0u))
+    auth_timer_.cancel();
+    stall_timer_.cancel();
+  }
+  // A write still in flight owns queue_.front()'s buffer until it completes
+  // (on_write, or the destructor, gives its bytes back then).
+  while (queue_.size() > (writing_ && !in_destructor ? 1u : 0u)) {
+    sub_queued(queue_.back().size());
     queue_.pop_back();
-  queued_bytes_ = 0;
+  }
   drained_waiter_ = nullptr;  // holds the actor's handle
   if (!accepted_)
     return;

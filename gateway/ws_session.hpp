@@ -5,6 +5,7 @@
 // with a bounded outbound queue (a slow consumer is dropped with a NOTICE and
 // close 1008). All state is touched only on the socket's strand.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -45,11 +46,18 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void begin_close(uint16_t code, std::string reason);
   // socket_sink::notify_drained, on the strand: one waiter at a time.
   void notify_drained(std::function<void(socket_sink::room)> done);
+  // The connection's first AUTH succeeded: no deadline, no longer counted
+  // as unauthenticated.
+  void mark_authenticated();
+  // Dropped for the node-wide outbound budget (another session found this
+  // one's queue the biggest).
+  void shed();
   boost::beast::tcp_stream::executor_type executor() { return ws_.get_executor(); }
 
   // Seconds granted to flush queued frames and complete a close handshake
   // before the TCP connection is simply closed.
   static constexpr std::chrono::seconds close_grace{5};
+  std::size_t queued_bytes() const { return queued_shared_.load(); }
 
  private:
   void configure();
@@ -59,6 +67,17 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void drop_slow_consumer();
   bool below_low_water() const;
   void fire_drained_if_low();
+  // ws_session_limits.cpp: the AUTH deadline, the write-stall watch and the
+  // node-wide outbound budget.
+  void arm_auth_deadline();
+  void on_auth_deadline();
+  void watch_writes();
+  void on_stall_check();
+  void add_queued(std::size_t n);
+  void sub_queued(std::size_t n);
+  // True when this session must go for the node-wide budget (else a larger
+  // queue elsewhere is told to go).
+  bool over_outbound_budget();
   void do_write();
   void on_write(boost::beast::error_code ec, std::size_t bytes);
   void do_close();
@@ -75,11 +94,19 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::string remote_ip_;
   std::unique_ptr<tcp_slot> slot_;
   boost::asio::steady_timer close_timer_;
+  boost::asio::steady_timer auth_timer_;
+  boost::asio::steady_timer stall_timer_;
   connection_actor actor_;
 
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   std::function<void(socket_sink::room)> drained_waiter_;
+  // queued_bytes_ for other sessions' budget decisions (read off-strand).
+  std::atomic<std::size_t> queued_shared_{0};
+  uint64_t writes_done_ = 0;        // completed writes: progress
+  uint64_t writes_at_check_ = 0;    // writes_done_ when the stall watch last looked
+  bool stall_watch_ = false;        // stall_timer_ pending
+  bool authenticated_ = false;
   bool writing_ = false;
   bool accepted_ = false;
   bool closing_ = false;     // no more frames accepted from the actor or forwarded to it

@@ -194,8 +194,11 @@ void connection_state::on_auth(proto::event&& ev) {
   auto st = check_auth_event(ev, challenge, settings.host, env.unix_now(), settings.policy);
   if (!st.ok())
     return send_ok(ev.id, false, st.message());
+  const bool first = authed.empty();
   authed.insert(ev.pubkey);
   send_ok(ev.id, true, "");
+  if (first && !closed)
+    sink->authenticated();  // ends the gateway's AUTH deadline
 }
 
 void connection_state::on_req(proto::req_msg&& req) {

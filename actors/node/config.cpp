@@ -52,6 +52,35 @@ bool set_pubkeys(node_config& cfg, const std::string& value) {
   return true;
 }
 
+// A non-negative decimal ("2.5"); from_chars for double is in GCC 11+.
+std::function<bool(node_config&, const std::string&)> decimal(double node_config::*field) {
+  return [field](node_config& cfg, const std::string& text) {
+    double value{};
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || ptr != text.data() + text.size() || value < 0)
+      return false;
+    cfg.*field = value;
+    return true;
+  };
+}
+
+// A comma-separated list of IP addresses (checked by the gateway, which
+// drops what is not one: here only the shape).
+bool set_trusted_proxies(node_config& cfg, const std::string& value) {
+  std::vector<std::string> ips;
+  std::stringstream in{value};
+  std::string ip;
+  while (std::getline(in, ip, ',')) {
+    if (ip.empty())
+      continue;
+    if (ip.find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos)
+      return false;
+    ips.push_back(ip);
+  }
+  cfg.trusted_proxies = std::move(ips);
+  return true;
+}
+
 const std::vector<option>& options() {
   static const std::vector<option> all = {
     {{"--database-url", "WAGGLE_DATABASE_URL", "PostgreSQL URL of the primary (writer)", ""},
@@ -123,6 +152,40 @@ const std::vector<option>& options() {
       "(0 = no limit)",
       "268435456"},
      number(&node_config::max_subscription_bytes_total)},
+    {{"--max-connections-per-ip", "WAGGLE_MAX_CONNECTIONS_PER_IP",
+      "open connections (WebSockets and pending HTTP) per client address before 429 (0 = no cap)",
+      "64"},
+     number(&node_config::max_connections_per_ip)},
+    {{"--new-connections-per-second", "WAGGLE_NEW_CONNECTIONS_PER_SECOND",
+      "new connections per client address and second, refilling the burst (0 = no limit)", "10"},
+     decimal(&node_config::new_connections_per_second)},
+    {{"--new-connections-burst", "WAGGLE_NEW_CONNECTIONS_BURST",
+      "new connections a client address may open at once before 429", "40"},
+     decimal(&node_config::new_connections_burst)},
+    {{"--trusted-proxies", "WAGGLE_TRUSTED_PROXIES",
+      "comma-separated proxy IPs whose X-Forwarded-For names the client (else it is ignored)",
+      ""},
+     set_trusted_proxies},
+    {{"--auth-deadline-seconds", "WAGGLE_AUTH_DEADLINE_SECONDS",
+      "a WebSocket without a successful NIP-42 AUTH by then is closed (0 = never)", "15"},
+     number(&node_config::auth_deadline_seconds)},
+    {{"--max-unauthenticated", "WAGGLE_MAX_UNAUTHENTICATED",
+      "WebSockets not yet authenticated before 503 (0 = max-connections / 4)", "0"},
+     number(&node_config::max_unauthenticated)},
+    {{"--health-reserve", "WAGGLE_HEALTH_RESERVE",
+      "TCP connections above the cap kept for /healthz, /readyz and /metrics", "16"},
+     number(&node_config::health_reserve)},
+    {{"--max-outbound-bytes-total", "WAGGLE_MAX_OUTBOUND_BYTES_TOTAL",
+      "bytes queued to all clients together; beyond it the biggest queue is dropped (0 = no cap)",
+      "268435456"},
+     number(&node_config::max_outbound_bytes_total)},
+    {{"--socket-send-buffer", "WAGGLE_SOCKET_SEND_BUFFER",
+      "SO_SNDBUF of each client socket in bytes (0 = kernel autotuning)", "262144"},
+     number(&node_config::socket_send_buffer)},
+    {{"--write-stall-seconds", "WAGGLE_WRITE_STALL_SECONDS",
+      "a client whose queued frames make no write progress this long is dropped (0 = never)",
+      "30"},
+     number(&node_config::write_stall_seconds)},
     {{"--ping-seconds", "WAGGLE_PING_SECONDS", "WebSocket ping interval", "30"},
      number(&node_config::ping_seconds)},
     {{"--drain-seconds", "WAGGLE_DRAIN_SECONDS", "bound on graceful shutdown", "10"},

@@ -36,6 +36,17 @@ struct node_config {
   // Subscription memory (docs/operations.md, "Subscription memory").
   size_t max_subscription_bytes = 1u << 20;          // per connection
   size_t max_subscription_bytes_total = 256u << 20;  // the whole node
+  // Admission and outbound memory (gateway::server_limits, docs/operations.md).
+  size_t max_connections_per_ip = 64;
+  double new_connections_per_second = 10;
+  double new_connections_burst = 40;
+  std::vector<std::string> trusted_proxies;
+  int auth_deadline_seconds = 15;
+  size_t max_unauthenticated = 0;  // 0: max_connections / 4
+  size_t health_reserve = 16;
+  size_t max_outbound_bytes_total = 256u << 20;
+  size_t socket_send_buffer = 256u << 10;
+  int write_stall_seconds = 30;
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)

@@ -167,7 +167,9 @@ int run_serve(std::vector<std::string> args) {
     return 2;
   }
   log::set_level(log::parse_level(cfg.log_level));
-  raise_fd_limit(cfg.max_connections + 1024);
+  // The gateway holds up to max_connections * 1.1 + 64 TCP connections plus
+  // its health reserve (server_state::max_tcp); room for the rest above that.
+  raise_fd_limit(cfg.max_connections + cfg.max_connections / 10 + cfg.health_reserve + 1024);
 
   // Signals are taken synchronously by this thread; block them everywhere
   // before any other thread starts so that none of them takes the signal.
@@ -201,6 +203,16 @@ int run_serve(std::vector<std::string> args) {
   limits.max_connections = cfg.max_connections;
   limits.max_outbound_frames = cfg.max_outbound_frames;
   limits.ping_interval = std::chrono::seconds(cfg.ping_seconds);
+  limits.max_connections_per_ip = cfg.max_connections_per_ip;
+  limits.new_connections_per_second = cfg.new_connections_per_second;
+  limits.new_connections_burst = cfg.new_connections_burst;
+  limits.trusted_proxies = cfg.trusted_proxies;
+  limits.auth_deadline = std::chrono::seconds(cfg.auth_deadline_seconds);
+  limits.max_unauthenticated = cfg.max_unauthenticated;
+  limits.health_reserve = cfg.health_reserve;
+  limits.max_outbound_bytes_total = cfg.max_outbound_bytes_total;
+  limits.socket_send_buffer = cfg.socket_send_buffer;
+  limits.write_stall = std::chrono::seconds(cfg.write_stall_seconds);
   gateway::server server{relay.api(), limits, cfg.bind, cfg.port, cfg.io_threads};
   auto port = server.start();
   log::info("node", "listening",

@@ -117,6 +117,8 @@ class traced_sink : public socket_sink {
   void send_text(std::string frame) override;
   void close(uint16_t code, std::string reason) override;
   void notify_drained(std::function<void(room)> done) override;
+  // Not a frame: passed through unrecorded (the gateway's AUTH deadline).
+  void authenticated() override { inner_->authenticated(); }
 
  private:
   socket_sink_ptr inner_;

@@ -90,6 +90,10 @@ class node_e2e : public ::testing::Test {
     key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
     cfg.relay_key_file = (key_dir_ / "relay.key").string();
     node_ = new node(cfg, node_env::production());
+    // Every client of a suite is 127.0.0.1: per-address limits would only
+    // count the suite (connection_abuse_e2e_test tests them on its own gateway).
+    limits_.max_connections_per_ip = 0;
+    limits_.new_connections_per_second = 0;
     server_ = new gateway::server(node_->api(), limits_, "127.0.0.1", 0, 1);
     port_ = server_->start();
     // Wait for the directory's first refresh (readiness, not a timing claim).

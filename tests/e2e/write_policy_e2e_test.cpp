@@ -43,7 +43,10 @@ class write_policy_e2e : public node_e2e {
                                          "--write-policy-fail", "closed"})
                   .ok());
     node_ = new node(cfg, node_env::production());
-    server_ = new gateway::server(node_->api(), gateway::server_limits{}, "127.0.0.1", 0, 1);
+    gateway::server_limits limits;
+    limits.max_connections_per_ip = 0;  // every client is 127.0.0.1
+    limits.new_connections_per_second = 0;
+    server_ = new gateway::server(node_->api(), limits, "127.0.0.1", 0, 1);
     port_ = server_->start();
     for (int i = 0; i < 200 && !node_->ready(); ++i)
       std::this_thread::sleep_for(50ms);

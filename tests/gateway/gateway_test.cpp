@@ -377,6 +377,7 @@ TEST_F(GatewayTest, KeepAlivePingsDropSilentPeers) {
 TEST_F(GatewayTest, MaxConnectionsEnforced) {
   server_limits limits;
   limits.max_connections = 2;
+  limits.max_unauthenticated = 2;  // the echo node never authenticates
   start(limits);
   ws_client a, b, c;
   ASSERT_TRUE(connect(a));
