@@ -195,6 +195,9 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("max_filter_values", static_cast<int64_t>(cfg.max_filter_values));
   num("default_limit", cfg.default_limit);
   num("max_limit", cfg.max_limit);
+  num("group_sessions", static_cast<int64_t>(cfg.group_sessions));
+  num("max_group_queue_per_community", static_cast<int64_t>(cfg.max_group_queue_per_community));
+  num("roster_idle_seconds", cfg.roster_idle_seconds);
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }
