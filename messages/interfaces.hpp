@@ -38,22 +38,26 @@ using reader_actor = caf::typed_actor<caf::replies_to<history_request>::with<his
 using reader_pool_actor = reader_actor;
 using reader_session_actor = reader_actor;
 
-// Group actor: NIP-29 commands, start-up fence probe and roster repair.
+// Group actor: NIP-29 commands, start-up fence probe and roster repair; its
+// roster actors' publications (queued with the commands) and idle reports.
 using group_actor
   = caf::typed_actor<caf::replies_to<group_request>::with<ingest_reply>,
                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
                      caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
-                     caf::reacts_to<channels_archived>>;
+                     caf::reacts_to<channels_archived>,
+                     caf::replies_to<roster_publish_request>::with<roster_publish_reply>,
+                     caf::reacts_to<roster_idle>>;
 
-// The group session: the group actor's own writer connection (detached).
+// A group session: one of the group actor's writer connections (detached).
 using group_session_actor
   = caf::typed_actor<caf::replies_to<group_command_request>::with<group_command_reply>,
                      caf::replies_to<roster_publish_request>::with<roster_publish_reply>,
                      caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>>;
 
-// Roster actor: one per channel with a pending or past publication.
-using roster_actor = caf::typed_actor<caf::reacts_to<roster_dirty>>;
+// Roster actor: one per channel with a recent change (stopped when idle).
+using roster_actor = caf::typed_actor<caf::reacts_to<roster_dirty>, caf::reacts_to<roster_idle_tick>,
+                                      caf::reacts_to<roster_stop>>;
 
 // TTL reaper (detached, own connection).
 using ttl_reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;

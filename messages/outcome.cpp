@@ -45,6 +45,7 @@ ec code_of(write_outcome outcome) {
     case write_outcome::refused: return ec::restricted;
     case write_outcome::failed: return ec::unavailable;
     case write_outcome::blocked: return ec::blocked;
+    case write_outcome::rate_limited: return ec::rate_limited;
   }
   return ec::unavailable;
 }
@@ -66,6 +67,7 @@ answer answer_for(write_outcome outcome, const std::string& reason) {
     case write_outcome::rejected:
     case write_outcome::refused:
     case write_outcome::blocked:
+    case write_outcome::rate_limited:
       break;
   }
   return make_answer({code_of(outcome), reason});

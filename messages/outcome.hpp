@@ -19,8 +19,8 @@
 //   internal       no        error:           503   error
 //
 // write_outcome -> code: stored -> none, duplicate and superseded ->
-// duplicate, rejected -> invalid, refused -> restricted, blocked -> blocked, failed ->
-// unavailable.
+// duplicate, rejected -> invalid, refused -> restricted, blocked -> blocked, rate_limited ->
+// rate_limited, failed -> unavailable.
 
 #include <cstdint>
 #include <string>

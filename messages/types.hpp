@@ -202,6 +202,25 @@ struct roster_dirty {
   bool retry = false;
 };
 
+// A roster actor's idle timer (roster actor -> itself): `generation` is the
+// number of changes it had taken when it armed it, so a change since makes
+// the tick stale.
+struct roster_idle_tick {
+  uint64_t generation = 0;
+};
+
+// Roster actor -> group actor: idle since it took `generation` changes; the
+// group actor stops it (roster_stop) if it has sent no change since.
+struct roster_idle {
+  int64_t community_id = 0;
+  std::string channel;
+  uint64_t generation = 0;
+};
+
+// Group actor -> an idle roster actor: quit. The next change spawns a new
+// one, which captures the roster from the database like any publication.
+struct roster_stop {};
+
 // Start-up (node) -> group actor -> group session: republish every stored
 // 39002 that differs from channel_members (db::stale_rosters).
 struct roster_repair_request {
@@ -538,6 +557,18 @@ typename Inspector::result_type inspect(Inspector& f, channel_revoked& x) {
            x.deleted);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_idle_tick& x) {
+  return f(caf::meta::type_name("roster_idle_tick"), x.generation);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_idle& x) {
+  return f(caf::meta::type_name("roster_idle"), x.community_id, x.channel, x.generation);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_stop&) {
+  return f(caf::meta::type_name("roster_stop"));
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reap_tick&) {
   return f(caf::meta::type_name("reap_tick"));
 }
@@ -737,4 +768,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::socket_drained))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_idle_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_idle))
+  CAF_ADD_TYPE_ID(waggle, (waggle::roster_stop))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -39,6 +39,7 @@ enum class write_outcome : uint8_t {
   refused,     // not allowed: channel access (NIP-29), rendered "restricted:"
   failed,      // transient/unavailable: nothing is known to be stored
   blocked,     // the community's policy refuses it (a ban, a kind rule): "blocked:"
+  rate_limited,  // not tried: a queue bound of the node (the group queue): "rate-limited:"
 };
 
 struct write_result {

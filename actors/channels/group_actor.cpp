@@ -1,6 +1,9 @@
 #include "actors/channels/group_actor.hpp"
 
+#include <memory>
+
 #include "actors/support/log.hpp"
+#include "actors/support/metrics.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "actors/channels/roster_actor.hpp"
 #include "actors/channels/ttl_reaper.hpp"
@@ -8,22 +11,35 @@
 
 namespace waggle {
 
-void group_state::init(group_ptr self_ptr, group_session_actor group_session, hub_actor fanout,
-                       node_env e, std::string database_url, caf::timespan reap_interval,
-                       bool repair_on_start) {
+namespace {
+
+// The turn-taker of the relay's own publications within a community (no
+// pubkey is spelled like this).
+constexpr const char* relay_sender = "(relay)";
+
+}  // namespace
+
+void group_state::init(group_ptr self_ptr, std::vector<group_session_actor> group_sessions,
+                       hub_actor fanout, node_env e, group_settings s) {
   self = self_ptr;
-  session = std::move(group_session);
+  sessions = std::move(group_sessions);
+  idle.assign(sessions.size(), true);
   hub = std::move(fanout);
   env = std::move(e);
-  self->link_to(session);
-  if (!database_url.empty())
-    reaper = self->spawn<caf::detached + caf::linked>(
-      ttl_reaper_impl, std::move(database_url), caf::actor_cast<group_actor>(self), reap_interval);
-  if (repair_on_start)
+  settings = std::move(s);
+  queue = group_queue{settings.max_queue_per_community};
+  for (auto& session : sessions)
+    self->link_to(session);
+  if (!settings.database_url.empty())
+    reaper = self->spawn<caf::detached + caf::linked>(ttl_reaper_impl, settings.database_url,
+                                                      caf::actor_cast<group_actor>(self),
+                                                      settings.reap_interval);
+  if (settings.repair_on_start)
     // A restart lost the roster actors' pending publications (and maybe a
     // command's effects between its COMMIT and our reply): republish every
-    // roster that differs from the membership.
-    self->request(session, caf::infinite, roster_repair_request{env.unix_now()})
+    // roster that differs from the membership. Outside the queue: it runs
+    // before traffic, and a command dealt to this session waits behind it.
+    self->request(sessions.front(), caf::infinite, roster_repair_request{env.unix_now()})
       .then(traced_reply<roster_repair_reply>(self, env, [this](roster_repair_reply& reply) {
               if (!reply.events.empty())
                 self->send(hub, committed_events{std::move(reply.events)});
@@ -31,22 +47,72 @@ void group_state::init(group_ptr self_ptr, group_session_actor group_session, hu
             [](caf::error&) {});
 }
 
+// -- the queue ----------------------------------------------------------------
+
+bool group_state::enqueue(group_queue::item it, std::function<void(size_t)> run) {
+  it.id = ++next_id;
+  auto id = it.id;
+  if (!queue.push(std::move(it)))
+    return false;
+  work.emplace(id, std::move(run));
+  dispatch();
+  return true;
+}
+
+void group_state::dispatch() {
+  for (size_t s = 0; s < sessions.size(); ++s) {
+    if (!idle[s])
+      continue;
+    auto it = queue.next();
+    if (!it)
+      return;
+    idle[s] = false;
+    auto i = work.find(it->id);
+    auto run = std::move(i->second);
+    work.erase(i);
+    run(s);
+  }
+}
+
+void group_state::finished(size_t session, int64_t community_id, const std::string& channel) {
+  idle[session] = true;
+  queue.done(community_id, channel);
+  dispatch();
+}
+
+// -- commands -----------------------------------------------------------------
+
 caf::typed_response_promise<ingest_reply> group_state::on_command(const group_request& req) {
   auto promise = self->make_response_promise<ingest_reply>();
   auto community_id = req.community_id;
   auto ev = req.ev;
-  // No timeout: the reply comes from the session after COMMIT (or a
-  // definite failure); a timeout could not tell whether it committed.
-  self->request(session, caf::infinite, group_command_request{community_id, ev})
-    .then(traced_reply<group_command_reply>(
-            self, env,
-            [this, promise, community_id, ev](group_command_reply& reply) mutable {
-              promise.deliver(on_command_reply(community_id, ev, reply));
-            }),
-          [this, promise, community_id, ev](caf::error&) mutable {
-            after_uncertain(community_id, ev);
-            promise.deliver(ingest_reply{write_outcome::failed, "group session unavailable"});
-          });
+  std::string channel;  // a malformed command (no `h`) is refused by the session
+  if (ev)
+    if (auto cmd = proto::nip29::parse_group_command(*ev))
+      channel = cmd->group;
+  auto run = [this, promise, community_id, ev, channel](size_t s) mutable {
+    // No timeout: the reply comes from the session after COMMIT (or a
+    // definite failure); a timeout could not tell whether it committed.
+    self->request(sessions[s], caf::infinite, group_command_request{community_id, ev})
+      .then(traced_reply<group_command_reply>(
+              self, env,
+              [this, promise, community_id, ev, channel, s](group_command_reply& reply) mutable {
+                promise.deliver(on_command_reply(community_id, ev, reply));
+                finished(s, community_id, channel);
+              }),
+            [this, promise, community_id, ev, channel, s](caf::error&) mutable {
+              after_uncertain(community_id, ev);
+              promise.deliver(ingest_reply{write_outcome::failed, "group session unavailable"});
+              finished(s, community_id, channel);
+            });
+  };
+  auto sender = ev ? ev->pubkey : std::string{};
+  if (!enqueue({community_id, sender, channel, 0, true}, std::move(run))) {
+    if (env.stats)
+      env.stats->count_refused("group_queue_full");
+    promise.deliver(ingest_reply{write_outcome::rate_limited,
+                                 "too many channel commands waiting in this community, retry"});
+  }
   return promise;
 }
 
@@ -60,10 +126,32 @@ ingest_reply group_state::on_command_reply(int64_t community_id, const event_ptr
   return ingest_reply{reply.result.outcome, reply.result.reason};
 }
 
+// -- roster publications --------------------------------------------------------
+
+caf::typed_response_promise<roster_publish_reply>
+group_state::on_publish(const roster_publish_request& req) {
+  auto promise = self->make_response_promise<roster_publish_reply>();
+  auto run = [this, promise, req](size_t s) mutable {
+    self->request(sessions[s], caf::infinite, req)
+      .then(traced_reply<roster_publish_reply>(self, env,
+                                               [this, promise, req, s](roster_publish_reply& reply) mutable {
+                                                 promise.deliver(std::move(reply));
+                                                 finished(s, req.community_id, req.channel);
+                                               }),
+            [this, promise, req, s](caf::error& err) mutable {
+              promise.deliver(err);
+              finished(s, req.community_id, req.channel);
+            });
+  };
+  // Unbounded: at most one per roster actor is out or waiting.
+  enqueue({req.community_id, relay_sender, req.channel, 0, false}, std::move(run));
+  return promise;
+}
+
 caf::typed_response_promise<roster_repair_reply>
 group_state::on_repair(const roster_repair_request& req) {
   auto promise = self->make_response_promise<roster_repair_reply>();
-  self->request(session, caf::infinite, req)
+  self->request(sessions.front(), caf::infinite, req)
     .then(traced_reply<roster_repair_reply>(
             self, env,
             [this, promise](roster_repair_reply& reply) mutable {
@@ -79,10 +167,33 @@ group_state::on_repair(const roster_repair_request& req) {
   return promise;
 }
 
+// Every session's connection must pass: each one writes 39002s.
+caf::typed_response_promise<fence_probe_reply> group_state::on_fence_probe() {
+  auto promise = self->make_response_promise<fence_probe_reply>();
+  auto left = std::make_shared<size_t>(sessions.size());
+  auto first = std::make_shared<status>();
+  auto one = [promise, left, first](const status& st) mutable {
+    if (!st.ok() && first->ok())
+      *first = st;
+    if (--*left == 0)
+      promise.deliver(fence_probe_reply{*first});
+  };
+  for (auto& session : sessions)
+    self->request(session, caf::infinite, fence_probe_request{})
+      .then(traced_reply<fence_probe_reply>(self, env,
+                                            [one](fence_probe_reply& reply) mutable {
+                                              one(reply.err);
+                                            }),
+            [one](caf::error& err) mutable {
+              one({ec::unavailable, "group session unavailable: " + caf::to_string(err)});
+            });
+  return promise;
+}
+
 void group_state::on_archived(const channels_archived& msg) {
   // 39000 carries the archived flag: republish.
   for (auto& c : msg.channels)
-    self->send(roster_for(c.community_id, c.channel), roster_dirty{});
+    mark_dirty(c.community_id, c.channel);
 }
 
 void group_state::after_commit(int64_t community_id, const event_ptr& ev,
@@ -95,7 +206,7 @@ void group_state::after_commit(int64_t community_id, const event_ptr& ev,
   else if (change.became_private)
     self->send(hub, channel_revoked{community_id, change.channel, "", false});
   if (change.any())
-    self->send(roster_for(community_id, change.channel), roster_dirty{});
+    mark_dirty(community_id, change.channel);
 }
 
 // A command whose outcome we cannot trust to describe what committed: a
@@ -128,34 +239,54 @@ void group_state::after_uncertain(int64_t community_id, const event_ptr& ev) {
     default:
       break;
   }
-  self->send(roster_for(community_id, cmd->group), roster_dirty{});
+  mark_dirty(community_id, cmd->group);
 }
 
-roster_actor& group_state::roster_for(int64_t community_id, const std::string& channel) {
+// -- roster actors --------------------------------------------------------------
+
+void group_state::mark_dirty(int64_t community_id, const std::string& channel) {
   auto key = std::make_pair(community_id, channel);
   auto i = rosters.find(key);
   if (i == rosters.end()) {
     auto roster_name = "roster:" + std::to_string(community_id) + ":" + channel;
-    auto roster = self->spawn<caf::linked>(roster_actor_impl, community_id, channel, session, hub,
-                                           env.for_actor(roster_name));
+    auto roster = self->spawn<caf::linked>(roster_actor_impl, community_id, channel,
+                                           caf::actor_cast<group_actor>(self), hub,
+                                           env.for_actor(roster_name), settings.roster_idle);
     if (env.trace)
       env.trace->spawned(roster_name, caf::actor_cast<caf::actor>(roster));
-    i = rosters.emplace(key, std::move(roster)).first;
+    if (auto stats = env.stats) {
+      ++stats->roster_actors;
+      caf::actor_cast<caf::abstract_actor*>(roster)->attach_functor(
+        [stats] { --stats->roster_actors; });
+    }
+    i = rosters.emplace(key, roster_entry{std::move(roster), 0}).first;
   }
-  return i->second;
+  ++i->second.sent;
+  self->send(i->second.handle, roster_dirty{});
 }
 
-group_actor::behavior_type group_actor_impl(group_ptr self, group_session_actor session,
-                                            hub_actor hub, node_env env, std::string database_url,
-                                            caf::timespan reap_interval, bool repair_on_start) {
-  self->state.init(self, std::move(session), std::move(hub), std::move(env),
-                   std::move(database_url), reap_interval, repair_on_start);
+void group_state::on_roster_idle(const roster_idle& msg) {
+  auto i = rosters.find({msg.community_id, msg.channel});
+  // A change sent after it reported is on its way to it: it stays.
+  if (i == rosters.end() || i->second.sent != msg.generation)
+    return;
+  self->send(i->second.handle, roster_stop{});
+  rosters.erase(i);
+}
+
+group_actor::behavior_type group_actor_impl(group_ptr self,
+                                            std::vector<group_session_actor> sessions,
+                                            hub_actor hub, node_env env, group_settings settings) {
+  self->state.init(self, std::move(sessions), std::move(hub), std::move(env), std::move(settings));
   return {
     // -- commands ---------------------------------------------------------------
     [self](group_request& req) { return self->state.on_command(req); },
     // -- fence probe and roster repair ------------------------------------------
-    [self](fence_probe_request req) { return self->delegate(self->state.session, req); },
+    [self](fence_probe_request) { return self->state.on_fence_probe(); },
     [self](roster_repair_request& req) { return self->state.on_repair(req); },
+    // -- roster actors ----------------------------------------------------------
+    [self](roster_publish_request& req) { return self->state.on_publish(req); },
+    [self](roster_idle& msg) { self->state.on_roster_idle(msg); },
     // -- reaper -----------------------------------------------------------------
     [self](channels_archived& msg) {
       // From the TTL reaper's database session: an input of the node.

@@ -8,10 +8,15 @@
 
 namespace waggle {
 
+std::string group_session_name(size_t index) {
+  // The first keeps the name it had when there was one, so older traces replay.
+  return index == 0 ? "group_session" : "group_session-" + std::to_string(index);
+}
+
 void group_session_state::init(group_session_ptr self_ptr, std::string database_url,
-                               db::relay_signer relay_signer, node_env e) {
+                               db::relay_signer relay_signer, node_env e, std::string name) {
   self = self_ptr;
-  env = e.for_actor("group_session");
+  env = e.for_actor(name);
   session = std::make_unique<db::session>(std::move(database_url), "group",
                                           std::vector<std::string>{}, log::session_report);
   signer = std::move(relay_signer);
@@ -117,11 +122,13 @@ fence_probe_reply group_session_state::on_fence_probe() {
 
 group_session_actor::behavior_type group_session_impl(group_session_ptr self,
                                                       std::string database_url,
-                                                      db::relay_signer signer, node_env env) {
+                                                      db::relay_signer signer, node_env env,
+                                                      std::string name) {
   // Names the session for traces: a replay learns its handle from this.
   if (env.trace)
-    env.trace->spawned("group_session", caf::actor_cast<caf::actor>(self));
-  self->state.init(self, std::move(database_url), std::move(signer), std::move(env));
+    env.trace->spawned(name, caf::actor_cast<caf::actor>(self));
+  self->state.init(self, std::move(database_url), std::move(signer), std::move(env),
+                   std::move(name));
   return {
     // -- database exchanges -----------------------------------------------------
     [self](group_command_request& req) -> group_command_reply {

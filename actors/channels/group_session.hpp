@@ -1,8 +1,9 @@
 #pragma once
 
-// The group session: the group actor's own writer connection, spawned
-// detached (libpqxx blocks). It runs NIP-29 commands, roster publications,
-// the start-up repair and the fence probe, one at a time. It alone holds the
+// A group session: one of the group actor's writer connections
+// (--group-sessions of them), spawned detached (libpqxx blocks). It runs
+// NIP-29 commands, roster publications, the start-up repair and the fence
+// probe, one at a time, as the group actor deals them. It alone holds the
 // relay's secret key (it signs 39000/39001/39002); the key is never logged
 // and never travels in a message.
 
@@ -25,10 +26,10 @@ struct group_session_state {
   group_session_ptr self = nullptr;
   std::unique_ptr<db::session> session;
   db::relay_signer signer;
-  node_env env;  // "group_session": its trace records
+  node_env env;  // "group_session" (the first), "group_session-1", ...: its trace records
 
   void init(group_session_ptr self_ptr, std::string database_url, db::relay_signer relay_signer,
-            node_env e);
+            node_env e, std::string name);
   group_command_reply on_command(const group_command_request& req);
   roster_publish_reply on_publish(const roster_publish_request& req);
   roster_repair_reply on_repair(const roster_repair_request& req);
@@ -39,8 +40,12 @@ struct group_session_state {
   status with_connection(const char* what, Fn&& fn);
 };
 
+// The name of the `index`th session in logs and traces.
+std::string group_session_name(size_t index);
+
 group_session_actor::behavior_type group_session_impl(group_session_ptr self,
                                                       std::string database_url,
-                                                      db::relay_signer signer, node_env env);
+                                                      db::relay_signer signer, node_env env,
+                                                      std::string name = "group_session");
 
 }  // namespace waggle

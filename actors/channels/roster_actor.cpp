@@ -8,16 +8,19 @@
 namespace waggle {
 
 void roster_state::init(roster_ptr self_ptr, int64_t community, std::string channel_name,
-                        group_session_actor group_session, hub_actor fanout, node_env e) {
+                        group_actor parent, hub_actor fanout, node_env e, caf::timespan idle) {
   self = self_ptr;
   community_id = community;
   channel = std::move(channel_name);
-  session = std::move(group_session);
+  group = std::move(parent);
   hub = std::move(fanout);
   env = std::move(e);
+  idle_timeout = idle;
 }
 
-void roster_state::on_dirty() {
+void roster_state::on_dirty(bool retry) {
+  if (!retry)
+    ++generation;
   if (in_flight)
     dirty = true;
   else
@@ -28,7 +31,7 @@ void roster_state::publish() {
   in_flight = true;
   dirty = false;
   self
-    ->request(session, caf::infinite, roster_publish_request{community_id, channel, env.unix_now()})
+    ->request(group, caf::infinite, roster_publish_request{community_id, channel, env.unix_now()})
     .then(traced_reply<roster_publish_reply>(
             self, env, [this](roster_publish_reply& reply) { on_published(reply); }),
           [this](caf::error& err) { on_publish_failed(err); });
@@ -67,20 +70,42 @@ void roster_state::on_publication_done(bool ok) {
   failures = 0;
   if (dirty)
     publish();
+  else
+    arm_idle_timer();
+}
+
+void roster_state::arm_idle_timer() {
+  if (idle_timeout.count() > 0)
+    self->delayed_send(self, idle_timeout, roster_idle_tick{generation});
+}
+
+void roster_state::on_idle_tick(uint64_t gen) {
+  // Stale when a change came since it was armed (that change's publication
+  // armed a newer one), or while anything is pending.
+  if (gen != generation || in_flight || dirty || failures > 0)
+    return;
+  self->send(group, roster_idle{community_id, channel, generation});
 }
 
 roster_actor::behavior_type roster_actor_impl(roster_ptr self, int64_t community_id,
-                                              std::string channel, group_session_actor session,
-                                              hub_actor hub, node_env env) {
-  self->state.init(self, community_id, std::move(channel), std::move(session), std::move(hub),
-                   std::move(env));
+                                              std::string channel, group_actor group,
+                                              hub_actor hub, node_env env,
+                                              caf::timespan idle_timeout) {
+  self->state.init(self, community_id, std::move(channel), std::move(group), std::move(hub),
+                   std::move(env), idle_timeout);
   return {
     // -- changes ----------------------------------------------------------------
     [self](roster_dirty msg) {
       if (msg.retry)
         trace_node_message(self->state.env, "timer", msg);
-      self->state.on_dirty();
+      self->state.on_dirty(msg.retry);
     },
+    // -- idle stop --------------------------------------------------------------
+    [self](roster_idle_tick msg) {
+      trace_node_message(self->state.env, "timer", msg);
+      self->state.on_idle_tick(msg.generation);
+    },
+    [self](roster_stop) { self->quit(); },
   };
 }
 

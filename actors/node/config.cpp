@@ -106,6 +106,15 @@ const std::vector<option>& options() {
      number(&node_config::startup_timeout_seconds)},
     {{"--readers", "WAGGLE_READERS", "reader sessions (connections) for REQ/COUNT", "2"},
      number(&node_config::readers)},
+    {{"--group-sessions", "WAGGLE_GROUP_SESSIONS",
+      "sessions (connections) for NIP-29 commands and roster publications", "2"},
+     number(&node_config::group_sessions)},
+    {{"--max-group-queue-per-community", "WAGGLE_MAX_GROUP_QUEUE_PER_COMMUNITY",
+      "NIP-29 commands waiting per community before OK false rate-limited", "1000"},
+     number(&node_config::max_group_queue_per_community)},
+    {{"--roster-idle-seconds", "WAGGLE_ROSTER_IDLE_SECONDS",
+      "stop a channel's roster actor after this long without a change (0 = never)", "60"},
+     number(&node_config::roster_idle_seconds)},
     {{"--commit-delay-us", "WAGGLE_COMMIT_DELAY_US",
       "hold an ingest batch up to this long for more events while several connections publish "
       "(0 = never)",
@@ -279,6 +288,10 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     cfg.relay_key_file = cfg.data_dir + "/relay.key";
   if (cfg.writers == 0 || cfg.readers == 0 || cfg.max_batch == 0)
     return {ec::invalid, "writers, readers and max-batch must be at least 1"};
+  if (cfg.group_sessions == 0 || cfg.max_group_queue_per_community == 0)
+    return {ec::invalid, "group-sessions and max-group-queue-per-community must be at least 1"};
+  if (cfg.roster_idle_seconds < 0)
+    return {ec::invalid, "roster-idle-seconds must not be negative"};
   if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)

@@ -50,6 +50,9 @@ struct node_config {
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)
+  size_t group_sessions = 2;     // database sessions for NIP-29 commands and rosters
+  size_t max_group_queue_per_community = 1000;  // waiting NIP-29 commands per community
+  int roster_idle_seconds = 60;  // an idle roster actor is stopped after this (0 = never)
   int expiry_reap_seconds = 10;  // NIP-40 expiration reaper interval (0 = off)
   int startup_timeout_seconds = 60;  // fence probe and roster repair must finish by then
   std::string relay_name = "waggle";

@@ -229,6 +229,9 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("default_limit", cfg.default_limit);
   num("max_limit", cfg.max_limit);
   num("max_subscription_bytes", static_cast<int64_t>(cfg.max_subscription_bytes));
+  num("group_sessions", static_cast<int64_t>(cfg.group_sessions));
+  num("max_group_queue_per_community", static_cast<int64_t>(cfg.max_group_queue_per_community));
+  num("roster_idle_seconds", cfg.roster_idle_seconds);
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }

@@ -126,11 +126,18 @@ void node_supervisor_state::spawn_directory() {
 
 void node_supervisor_state::spawn_group() {
   auto& sys = self->system();
-  auto session = sys.spawn<caf::detached>(group_session_impl, cfg.database_url, signer, env);
-  handles.group = sys.spawn(group_actor_impl, session, handles.hub, env.for_actor("group"),
-                            cfg.database_url,
-                            caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)},
-                            restarts[static_cast<size_t>(child::group)] > 0);
+  std::vector<group_session_actor> sessions;
+  for (size_t i = 0; i < cfg.group_sessions; ++i)
+    sessions.push_back(sys.spawn<caf::detached>(group_session_impl, cfg.database_url, signer, env,
+                                                group_session_name(i)));
+  group_settings settings;
+  settings.database_url = cfg.database_url;
+  settings.reap_interval = caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)};
+  settings.repair_on_start = restarts[static_cast<size_t>(child::group)] > 0;
+  settings.max_queue_per_community = cfg.max_group_queue_per_community;
+  settings.roster_idle = caf::timespan{std::chrono::seconds(cfg.roster_idle_seconds)};
+  handles.group = sys.spawn(group_actor_impl, std::move(sessions), handles.hub,
+                            env.for_actor("group"), std::move(settings));
   watch(child::group, handles.group);
 }
 

@@ -15,6 +15,7 @@
 #include "actors/connection/connection_actor.hpp"
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/channels/group_actor.hpp"
+#include "actors/channels/group_session.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/node/node.hpp"
@@ -96,6 +97,10 @@ std::string check_config(const node_config& cfg) {
   auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
   if (!in(static_cast<int64_t>(cfg.writers), 1, 64) || !in(static_cast<int64_t>(cfg.readers), 1, 64))
     return "the header's writers and readers must be 1 to 64";
+  if (!in(static_cast<int64_t>(cfg.group_sessions), 1, 64)
+      || !in(static_cast<int64_t>(cfg.max_group_queue_per_community), 1, 1000000)
+      || !in(cfg.roster_idle_seconds, 0, 1LL << 30))
+    return "the header's group settings are out of range";
   if (!in(static_cast<int64_t>(cfg.max_batch), 1, 100000)
       || !in(cfg.commit_delay_us, 0, 1000000)
       || !in(static_cast<int64_t>(cfg.commit_siblings), 2, 32)
@@ -118,6 +123,11 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   };
   cfg.writers = size("writers", cfg.writers);
   cfg.readers = size("readers", cfg.readers);
+  // Traces from before these settings: one group session, rosters never stopped.
+  cfg.group_sessions = size("group_sessions", 1);
+  cfg.max_group_queue_per_community
+    = size("max_group_queue_per_community", cfg.max_group_queue_per_community);
+  cfg.roster_idle_seconds = static_cast<int>(int_field(node, "roster_idle_seconds", 0));
   cfg.max_batch = size("max_batch", cfg.max_batch);
   cfg.commit_delay_us = int_field(node, "commit_delay_us", cfg.commit_delay_us);
   cfg.commit_siblings = size("commit_siblings", cfg.commit_siblings);
@@ -233,12 +243,17 @@ void replayer::spawn_node() {
     readers.push_back(caf::actor_cast<reader_actor>(stub("reader-" + std::to_string(i))));
   reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
   reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
-  auto session = caf::actor_cast<group_session_actor>(stub("group_session"));
+  std::vector<group_session_actor> sessions;
+  for (size_t i = 0; i < cfg_.group_sessions; ++i)
+    sessions.push_back(caf::actor_cast<group_session_actor>(stub(group_session_name(i))));
   // No TTL reaper (its database session is outside the replay; what it
   // archived is an "input" record) and no start-up repair (recording starts
-  // after it).
-  group_ = keep(sys_->spawn(group_actor_impl, session, hub_, env_.for_actor("group"),
-                            std::string{}, caf::timespan{0}, false));
+  // after it). Roster idle timers fire only at their "timer" records.
+  group_settings settings;
+  settings.max_queue_per_community = cfg_.max_group_queue_per_community;
+  settings.roster_idle = caf::timespan{std::chrono::seconds(cfg_.roster_idle_seconds)};
+  group_ = keep(sys_->spawn(group_actor_impl, std::move(sessions), hub_, env_.for_actor("group"),
+                            std::move(settings)));
   player_->name(ingest_.address(), "ingest");
   player_->name(group_.address(), "group");
   sched_->run();
@@ -403,6 +418,17 @@ bool replayer::feed_node(const record& r) {
       input(*roster, caf::make_message(roster_dirty{true}));
     else
       diverge(r, "a retry timer of " + r.actor, "no such roster actor was spawned");
+  } else if (k == "timer" && r.type == "roster_idle_tick") {
+    rapidjson::Document doc;
+    doc.Parse(r.msg.data(), r.msg.size());
+    roster_idle_tick tick;
+    auto roster = player_->spawned_actor(r.actor);
+    if (doc.HasParseError() || !trace_codec::decode(doc, tick))
+      diverge(r, r.msg, "not a roster_idle_tick");
+    else if (!roster)
+      diverge(r, "an idle timer of " + r.actor, "no such roster actor was spawned");
+    else
+      input(*roster, caf::make_message(tick));
   } else if (k == "input" && r.type == "channels_archived") {
     rapidjson::Document doc;
     doc.Parse(r.msg.data(), r.msg.size());

@@ -77,6 +77,8 @@ std::string metrics::render() const {
   };
   gauge("waggle_connections", "Open WebSocket connections.", connections.load());
   gauge("waggle_live_subscriptions", "Live REQ subscriptions.", live_subscriptions.load());
+  gauge("waggle_roster_actors", "Live roster actors (channels changed recently).",
+        roster_actors.load());
   counter("waggle_events_accepted_total", "Events stored (or fanned out, if ephemeral).",
           events_accepted.load());
   counter("waggle_events_duplicate_total", "Events answered as duplicates.",

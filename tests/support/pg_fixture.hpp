@@ -217,6 +217,7 @@ inline const char* outcome_name(write_outcome o) {
     case write_outcome::refused: return "refused";
     case write_outcome::failed: return "failed";
     case write_outcome::blocked: return "blocked";
+    case write_outcome::rate_limited: return "rate_limited";
   }
   return "?";
 }

@@ -516,9 +516,10 @@ TEST(TraceRecorderTest, ARosterRetryIsRecordedAsATimer) {
     auto player = std::make_shared<replay_player>();
     auto session = sys.spawn(replay_db_stub, player, std::string{"group_session"});
     auto hub = sys.spawn(hub_actor_impl, env.for_actor("hub"));
+    // (It answers the roster actor's publications as the group actor would.)
     auto roster = sys.spawn(roster_actor_impl, int64_t{1}, std::string{"g"},
-                            caf::actor_cast<group_session_actor>(session), hub,
-                            env.for_actor("roster:1:g"));
+                            caf::actor_cast<group_actor>(session), hub,
+                            env.for_actor("roster:1:g"), caf::timespan{0});
     caf::anon_send(roster, roster_dirty{});
     sched.run();
     // The publication fails (ec 7: unavailable), so the actor backs off.
