@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/metrics_access.hpp"
 #include "gateway/observer.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -50,13 +51,15 @@ struct server_limits {
   size_t max_outbound_bytes = 8u << 20;   // queued bytes before a slow client is dropped
   size_t max_connections = 10000;
   std::chrono::seconds ping_interval{30};
+  metrics_access metrics_allow;  // who may read /metrics (403 for the others)
 };
 
 struct node_api {
   // Host (as sent, any case, maybe with port) -> live community. Lock-free snapshot.
   std::function<std::optional<community>(std::string_view host)> find_community;
-  // Spawns the connection actor of a new socket. `host` is the normalized
-  // Host; `remote_ip` the client's address as http_event_request has it.
+  // Spawns the connection actor of a new socket. `host` is the Host header as
+  // sent (the node normalizes it and keeps its port for NIP-42's relay tag);
+  // `remote_ip` the client's address as http_event_request has it.
   std::function<connection_actor(const community&, const std::string& host,
                                  const std::string& remote_ip, socket_sink_ptr)>
     open_connection;

@@ -201,6 +201,7 @@ int run_serve(std::vector<std::string> args) {
   limits.max_connections = cfg.max_connections;
   limits.max_outbound_frames = cfg.max_outbound_frames;
   limits.ping_interval = std::chrono::seconds(cfg.ping_seconds);
+  limits.metrics_allow = *gateway::parse_metrics_allow(cfg.metrics_allow);  // checked by parse
   gateway::server server{relay.api(), limits, cfg.bind, cfg.port, cfg.io_threads};
   auto port = server.start();
   log::info("node", "listening",

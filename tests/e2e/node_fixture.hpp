@@ -87,8 +87,7 @@ class node_e2e : public ::testing::Test {
     key_dir_ = std::filesystem::temp_directory_path() / ("waggle-e2e-" + std::to_string(getpid()));
     cfg.relay_key_file = (key_dir_ / "relay.key").string();
     node_ = new node(cfg, node_env::production());
-    gateway::server_limits limits;
-    server_ = new gateway::server(node_->api(), limits, "127.0.0.1", 0, 1);
+    server_ = new gateway::server(node_->api(), limits_, "127.0.0.1", 0, 1);
     port_ = server_->start();
     // Wait for the directory's first refresh (readiness, not a timing claim).
     for (int i = 0; i < 200 && !node_->ready(); ++i)
@@ -178,6 +177,8 @@ class node_e2e : public ::testing::Test {
   static inline uint16_t port_ = 0;
   // --operator-pubkeys of the node; a suite sets it before SetUpTestSuite.
   static inline std::vector<std::string> operator_pubkeys_;
+  // The gateway's limits; a suite may change them before SetUpTestSuite.
+  static inline gateway::server_limits limits_;
   static inline std::filesystem::path key_dir_;
   const std::string alice = pgtest::secret(11);
   const std::string bob = pgtest::secret(12);
