@@ -186,6 +186,8 @@ void http_session::handle() {
   auto target = std::string(req_.target());
   auto path = std::string_view(target).substr(0, target.find('?'));
   const bool upgrade = websocket::is_upgrade(req_);
+  if (refuse_duplicate_host())
+    return;
   if (!admit_request(path))
     return;
   if (handle_node_endpoint(path))
@@ -230,6 +232,19 @@ void http_session::send_preflight() {
   send(std::move(res));
 }
 
+// RFC 9112 §3.2: a request with more than one Host field is answered 400, on
+// every path: two proxies (or a proxy and the node) could otherwise each act
+// on a different one. True when it answered.
+bool http_session::refuse_duplicate_host() {
+  if (req_.count(http::field::host) < 2)
+    return false;
+  if (st_->api.watch)
+    st_->api.watch->refused("duplicate_host");
+  send(make(http::status::bad_request, text_plain, "bad request: more than one Host header\n"),
+       true);
+  return true;
+}
+
 // Node-level endpoints answer for any Host. True when `path` was one of them.
 bool http_session::handle_node_endpoint(std::string_view path) {
   if (path != "/healthz" && path != "/metrics" && path != "/readyz")
@@ -241,6 +256,15 @@ bool http_session::handle_node_endpoint(std::string_view path) {
   if (path == "/healthz") {
     send(make(http::status::ok, text_plain, "ok\n"));
   } else if (path == "/metrics") {
+    // Node-wide (every community's counters): only the peers the operator
+    // allowed, whatever the Host says.
+    if (!metrics_allowed(st_->limits.metrics_allow, remote_ip_)) {
+      if (st_->api.watch)
+        st_->api.watch->refused("metrics_forbidden");
+      send(make(http::status::forbidden, text_plain, "forbidden: /metrics is not served to "
+                                                     "this address (--metrics-allow)\n"));
+      return true;
+    }
     std::string body = st_->api.watch ? st_->api.watch->metrics_text() : std::string{};
     body += st_->gauges_text();
     send(make(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", std::move(body)));
@@ -348,7 +372,7 @@ void http_session::upgrade_to_websocket(const community& c, const std::string& h
     }
   }
   // The socket, its slot and the ws_count reservation move to the session.
-  auto ws = std::make_shared<ws_session>(std::move(stream_), st_, c, normalize_host(host_header),
+  auto ws = std::make_shared<ws_session>(std::move(stream_), st_, c, host_header,
                                          remote_ip_, std::move(slot_));
   if (raw.empty())
     ws->run(std::move(req_));

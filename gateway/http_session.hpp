@@ -64,6 +64,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // false when either cap is reached.
   bool reserve_websocket();
   bool handle_node_endpoint(std::string_view path);
+  bool refuse_duplicate_host();
   response readiness();
   std::optional<community> community_of(const std::string& host_header, bool upgrade);
   void handle_root(const community& c, const std::string& host_header, bool upgrade);

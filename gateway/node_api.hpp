@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/metrics_access.hpp"
 #include "gateway/observer.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -81,13 +82,15 @@ struct server_limits {
   size_t unauthenticated_cap() const {
     return max_unauthenticated ? max_unauthenticated : std::max<size_t>(1, max_connections / 4);
   }
+  metrics_access metrics_allow;  // who may read /metrics (403 for the others)
 };
 
 struct node_api {
   // Host (as sent, any case, maybe with port) -> live community. Lock-free snapshot.
   std::function<std::optional<community>(std::string_view host)> find_community;
-  // Spawns the connection actor of a new socket. `host` is the normalized
-  // Host; `remote_ip` the client's address as http_event_request has it.
+  // Spawns the connection actor of a new socket. `host` is the Host header as
+  // sent (the node normalizes it and keeps its port for NIP-42's relay tag);
+  // `remote_ip` the client's address as http_event_request has it.
   std::function<connection_actor(const community&, const std::string& host,
                                  const std::string& remote_ip, socket_sink_ptr)>
     open_connection;

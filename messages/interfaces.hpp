@@ -26,6 +26,7 @@ using writer_session_actor
 // Fanout hub: the local subscription index.
 using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::replies_to<hub_subscribe>::with<hub_ack>,
+                                   caf::replies_to<ephemeral_publish>::with<hub_ack>,
                                    caf::reacts_to<hub_unsubscribe>,
                                    caf::reacts_to<channel_revoked>,
                                    caf::reacts_to<access_revoked>>;

@@ -83,6 +83,14 @@ struct hub_subscribe {
 
 struct hub_ack {};
 
+// Connection actor -> hub: an ephemeral event to fan out, answered with
+// hub_ack once it has been handed to its subscribers. Until then it counts
+// in the connection's events in flight, so a flood meets the same cap as
+// stored events instead of going straight to the hub's mailbox.
+struct ephemeral_publish {
+  ingest_item item;
+};
+
 struct hub_unsubscribe {
   caf::actor conn;
   std::string sub_id;
@@ -444,6 +452,10 @@ typename Inspector::result_type inspect(Inspector& f, hub_ack&) {
   return f(caf::meta::type_name("hub_ack"));
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ephemeral_publish& x) {
+  return f(caf::meta::type_name("ephemeral_publish"), x.item);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hub_unsubscribe& x) {
   return f(caf::meta::type_name("hub_unsubscribe"), x.conn, x.sub_id);
 }
@@ -771,4 +783,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_idle_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_idle))
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_stop))
+  CAF_ADD_TYPE_ID(waggle, (waggle::ephemeral_publish))
 CAF_END_TYPE_ID_BLOCK(waggle)

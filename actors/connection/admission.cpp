@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip42.hpp"
 #include "messages/proto/nip43.hpp"
 #include "messages/proto/nip40.hpp"
 #include "messages/values.hpp"
@@ -34,15 +35,18 @@ status admit_event(const proto::event& ev, const std::set<std::string>& authed, 
 }
 
 status check_auth_event(const proto::event& ev, std::string_view challenge,
-                        std::string_view host, int64_t now, const admission_policy& policy) {
+                        std::string_view host, std::optional<uint16_t> host_port, int64_t now,
+                        const admission_policy& policy) {
   if (ev.kind != auth_kind)
     return {ec::invalid, "AUTH event must be kind 22242"};
   auto tag_challenge = proto::first_tag_value(ev, "challenge");
   if (!tag_challenge || *tag_challenge != challenge)
     return {ec::invalid, "AUTH challenge does not match"};
   auto relay = proto::first_tag_value(ev, "relay");
-  if (!relay || host_of_url(*relay) != host)
+  if (!relay)
     return {ec::invalid, "AUTH relay tag does not name this relay's host"};
+  if (auto st = proto::nip42::check_relay_tag(*relay, host, host_port); !st.ok())
+    return st;
   if (ev.created_at < now - policy.auth_window || ev.created_at > now + policy.auth_window)
     return {ec::invalid, "AUTH created_at is more than " + std::to_string(policy.auth_window)
                            + " seconds from the relay's clock"};
@@ -76,11 +80,5 @@ admission classify_event(const proto::event& ev, const admission_request& req) {
   return {route::store, {}, std::move(*channel)};
 }
 
-std::string host_of_url(std::string_view url) {
-  if (auto scheme = url.find("://"); scheme != std::string_view::npos)
-    url.remove_prefix(scheme + 3);
-  url = url.substr(0, std::min(url.find('/'), url.find('?')));
-  return normalize_host(url);
-}
 
 }  // namespace waggle

@@ -29,10 +29,13 @@ constexpr int32_t auth_kind = 22242;
 status admit_event(const proto::event& ev, const std::set<std::string>& authed, int64_t now,
                    const admission_policy& policy);
 
-// NIP-42: kind 22242, `challenge` tag equal to ours, `relay` tag whose host
-// equals the request's Host, created_at within auth_window, valid signature.
+// NIP-42: kind 22242, `challenge` tag equal to ours, a `relay` tag that parses
+// as a URL naming this relay (proto::nip42::check_relay_tag: the request's
+// Host, and its port when both name one), created_at within auth_window,
+// valid signature.
 status check_auth_event(const proto::event& ev, std::string_view challenge,
-                        std::string_view host, int64_t now, const admission_policy& policy);
+                        std::string_view host, std::optional<uint16_t> host_port, int64_t now,
+                        const admission_policy& policy);
 
 // Where an incoming EVENT goes, decided once for both transports.
 enum class route : uint8_t {
@@ -59,8 +62,5 @@ struct admission_request {
 
 // admit_event, the `h` tag's shape, who may sign group state, then the route.
 admission classify_event(const proto::event& ev, const admission_request& req);
-
-// "wss://Relay.Example:443/path" -> "relay.example" (lowercase, no port).
-std::string host_of_url(std::string_view url);
 
 }  // namespace waggle

@@ -62,6 +62,8 @@ void connection_state::on_frame(const std::string& text) {
         reject(err->ref, err->err);
         break;
       case rk::closed:
+        if (env.stats && err->ref.size() > proto::max_subscription_id_len)
+          env.stats->count_refused("sub_id_length");
         send(proto::render_closed(err->ref, err->err.message()));
         break;
       case rk::notice:
@@ -108,8 +110,12 @@ void connection_state::on_event(proto::event&& ev) {
   auto admitted = classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true});
   if (admitted.route == route::reject)
     return reject(ev.id, admitted.refusal);
-  if (events_in_flight >= settings.max_events_in_flight)
+  if (events_in_flight >= settings.max_events_in_flight) {
+    if (env.stats)
+      env.stats->count_refused(admitted.route == route::ephemeral ? "ephemeral_in_flight"
+                                                                  : "events_in_flight");
     return reject(ev.id, {ec::rate_limited, "too many events awaiting commit on this connection"});
+  }
   auto ptr = std::make_shared<const proto::event>(std::move(ev));
   // Awaiting its verdict counts as in flight: a drain waits for it.
   ++events_in_flight;
@@ -154,10 +160,8 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
   // Ephemeral events are verified and fanned out, never stored, and only
   // for those who may use the community (and, in a channel such as typing
   // or presence, its members): the same access check a REQ gets.
-  if (!channel && open_now()) {
-    self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ptr}}});
-    return answer_with(ptr->id, answer_for(status{}));
-  }
+  if (!channel && open_now())
+    return hand_to_hub(std::move(ptr));
   ++events_in_flight;
   read_access access{{}, {ptr->pubkey}};
   if (channel)
@@ -171,10 +175,8 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
           reject(ptr->id, reply.err);
         else if (in_channel && (reply.grants.size() != 1 || reply.grants[0].members.empty()))
           reject(ptr->id, {ec::restricted, "not a member of this channel"});
-        else {
-          self->send(peers.hub, committed_events{{ingest_item{settings.community_id, ptr}}});
-          answer_with(ptr->id, answer_for(status{}));
-        }
+        else
+          hand_to_hub(ptr);
         finish_drain_if_idle();
       }),
       [this, ptr](caf::error&) {
@@ -184,6 +186,27 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
       });
 }
 
+void connection_state::hand_to_hub(event_ptr ptr) {
+  // In flight until the hub has fanned it out: a flood of ephemeral events
+  // meets max_events_in_flight like stored ones, instead of filling the
+  // hub's mailbox as fast as the socket delivers.
+  ++events_in_flight;
+  auto id = ptr->id;
+  self->request(peers.hub, settings.ingest_timeout,
+                ephemeral_publish{ingest_item{settings.community_id, std::move(ptr)}})
+    .then(traced_reply<hub_ack>(self, env,
+                                [this, id](hub_ack&) {
+                                  --events_in_flight;
+                                  answer_with(id, answer_for(status{}));
+                                  finish_drain_if_idle();
+                                }),
+          [this, id](caf::error&) {
+            --events_in_flight;
+            reject(id, {ec::unavailable, "fanout unavailable"});
+            finish_drain_if_idle();
+          });
+}
+
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
   --events_in_flight;
   answer_with(id, answer_for(reply.outcome, reply.reason));
@@ -191,9 +214,21 @@ void connection_state::on_ingest_reply(const std::string& id, const ingest_reply
 }
 
 void connection_state::on_auth(proto::event&& ev) {
-  auto st = check_auth_event(ev, challenge, settings.host, env.unix_now(), settings.policy);
-  if (!st.ok())
+  auto st = check_auth_event(ev, challenge, settings.host, settings.host_port, env.unix_now(),
+                             settings.policy);
+  if (!st.ok()) {
+    if (env.stats && st.reason.starts_with("AUTH relay tag"))
+      env.stats->count_refused("relay_tag");
     return send_ok(ev.id, false, st.message());
+  }
+  // Every key proven here is checked on each later write and shipped with
+  // each channel read: a bound keeps one socket from carrying thousands.
+  if (!authed.contains(ev.pubkey) && authed.size() >= settings.max_auth_keys) {
+    if (env.stats)
+      env.stats->count_refused("auth_keys");
+    return send_ok(ev.id, false,
+                   status{ec::rate_limited, "too many keys on this connection"}.message());
+  }
   const bool first = authed.empty();
   authed.insert(ev.pubkey);
   send_ok(ev.id, true, "");

@@ -28,6 +28,7 @@ struct connection_settings {
   int64_t community_id = 0;
   std::string relay_pubkey;  // signs NIP-29 group state; no one else may publish it
   std::string host;  // normalized Host of the upgrade request
+  std::optional<uint16_t> host_port;  // the port the Host header named, if any (NIP-42)
   // The community's policy was `open` when the connection opened: a REQ
   // without channels and an ephemeral event outside channels need no access
   // check. Cleared by the revocation that says the community closed.
@@ -41,6 +42,7 @@ struct connection_settings {
   admission_policy policy;
   proto::filter_limits limits;
   size_t max_subscriptions = 64;
+  size_t max_auth_keys = 16;  // pubkeys one connection may prove with AUTH
   size_t max_events_in_flight = 512;     // per connection, awaiting their commit
   size_t max_pending_live = 2000;        // live events buffered while history loads
   // Subscription state (filters as the hub holds them, remembered history
@@ -149,6 +151,7 @@ struct connection_state {
   void dispatch(event_ptr ev, admission admitted);
   void submit(event_ptr ev);
   void submit_ephemeral(event_ptr ev, std::optional<std::string> channel);
+  void hand_to_hub(event_ptr ev);
   void submit_membership(event_ptr ev);
   void request_invite(const std::string& sub_id, uint64_t generation, bool only_invites);
   void subscribe(const std::string& sub_id, uint64_t generation,

@@ -22,6 +22,8 @@ std::optional<http_event_in> http_submit_state::authorize(http_request_in& req) 
   auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body, now,
                                   ctx.settings.policy.auth_window);
   if (!auth.ok) {
+    if (auth.missing_payload && ctx.env.stats)
+      ctx.env.stats->count_refused("nip98_payload");
     // Not an event yet: answered, not counted in the event metrics.
     finish({}, answer_for(auth.err), false);
     return std::nullopt;

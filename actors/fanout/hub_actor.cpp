@@ -210,6 +210,11 @@ void hub_state::on_revoked(const access_revoked& msg) {
     self->send(caf::actor_cast<connection_actor>(conn), msg);
 }
 
+hub_ack hub_state::on_ephemeral(const ephemeral_publish& msg) {
+  on_committed(committed_events{{msg.item}});
+  return {};
+}
+
 void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.source); }
 
 hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
@@ -218,6 +223,7 @@ hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
   return {
     // -- committed events -------------------------------------------------------
     [self](committed_events& batch) { self->state.on_committed(batch); },
+    [self](ephemeral_publish& msg) { return self->state.on_ephemeral(msg); },
     // -- subscriptions ----------------------------------------------------------
     [self](hub_subscribe& req) { return self->state.on_subscribe(req); },
     [self](hub_unsubscribe& req) { self->state.on_unsubscribe(req); },

@@ -76,6 +76,8 @@ struct hub_state {
 
   void init(hub_ptr self_ptr, node_env e);
   void on_committed(const committed_events& batch);
+  // Fans one ephemeral event out now; the ack releases the sender's in-flight slot.
+  hub_ack on_ephemeral(const ephemeral_publish& msg);
   hub_ack on_subscribe(hub_subscribe& req);
   void on_unsubscribe(const hub_unsubscribe& req);
   void on_revoked(const channel_revoked& msg);

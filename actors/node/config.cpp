@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gateway/metrics_access.hpp"
+
 namespace waggle {
 
 namespace {
@@ -139,6 +141,9 @@ const std::vector<option>& options() {
     {{"--max-subscriptions", "WAGGLE_MAX_SUBSCRIPTIONS", "live subscriptions per connection",
       "64"},
      number(&node_config::max_subscriptions)},
+    {{"--max-auth-keys", "WAGGLE_MAX_AUTH_KEYS",
+      "keys one connection may authenticate with NIP-42 AUTH (then rate-limited:)", "16"},
+     number(&node_config::max_auth_keys)},
     {{"--max-filters", "WAGGLE_MAX_FILTERS", "filters per REQ/COUNT", "10"},
      number(&node_config::max_filters)},
     {{"--max-filter-values", "WAGGLE_MAX_FILTER_VALUES", "values per filter list", "500"},
@@ -241,6 +246,16 @@ const std::vector<option>& options() {
       "(docs/management.md)",
       ""},
      set_pubkeys},
+    {{"--metrics-allow", "WAGGLE_METRICS_ALLOW",
+      "who may read /metrics: loopback, any, or a comma-separated list of IP addresses "
+      "(others get 403)",
+      "loopback"},
+     [](node_config& cfg, const std::string& value) {
+       if (!gateway::parse_metrics_allow(value))
+         return false;
+       cfg.metrics_allow = value;
+       return true;
+     }},
   };
   return all;
 }
@@ -286,6 +301,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
   }
   if (cfg.relay_key_file.empty())
     cfg.relay_key_file = cfg.data_dir + "/relay.key";
+  if (cfg.max_auth_keys == 0)
+    return {ec::invalid, "max-auth-keys must be at least 1"};
   if (cfg.writers == 0 || cfg.readers == 0 || cfg.max_batch == 0)
     return {ec::invalid, "writers, readers and max-batch must be at least 1"};
   if (cfg.group_sessions == 0 || cfg.max_group_queue_per_community == 0)

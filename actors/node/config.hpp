@@ -28,6 +28,7 @@ struct node_config {
   size_t max_connections = 10000;
   size_t max_frame_bytes = 64 * 1024;
   size_t max_subscriptions = 64;
+  size_t max_auth_keys = 16;  // NIP-42 keys one connection may prove
   size_t max_filters = 10;
   size_t max_filter_values = 500;
   uint32_t default_limit = 100;
@@ -69,6 +70,8 @@ struct node_config {
   std::string write_policy_fail = "closed";  // or "open"
   // Keys (hex) that may manage every community over NIP-86.
   std::vector<std::string> operator_pubkeys;
+  // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
+  std::string metrics_allow = "loopback";
 };
 
 struct option_doc {

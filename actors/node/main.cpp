@@ -213,6 +213,7 @@ int run_serve(std::vector<std::string> args) {
   limits.max_outbound_bytes_total = cfg.max_outbound_bytes_total;
   limits.socket_send_buffer = cfg.socket_send_buffer;
   limits.write_stall = std::chrono::seconds(cfg.write_stall_seconds);
+  limits.metrics_allow = *gateway::parse_metrics_allow(cfg.metrics_allow);  // checked by parse
   gateway::server server{relay.api(), limits, cfg.bind, cfg.port, cfg.io_threads};
   auto port = server.start();
   log::info("node", "listening",

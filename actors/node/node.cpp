@@ -19,6 +19,7 @@
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
+#include "messages/proto/nip42.hpp"
 #include "messages/proto/nip98.hpp"
 
 namespace waggle {
@@ -183,6 +184,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.limits = filter_limits_for(cfg);
   settings.max_subscriptions = cfg.max_subscriptions;
   settings.max_subscription_bytes = cfg.max_subscription_bytes;
+  settings.max_auth_keys = cfg.max_auth_keys;
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
@@ -236,11 +238,15 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   return {buf.GetString(), buf.GetSize()};
 }
 
-connection_actor node::open_connection(const community& c, const std::string& host,
+connection_actor node::open_connection(const community& c, const std::string& host_header,
                                        const std::string& remote_ip, socket_sink_ptr sink) {
   auto handles = board_->get();
+  // The gateway hands the Host as sent: its port is what a NIP-42 relay tag
+  // that names a port must match.
+  const std::string host = normalize_host(host_header);
   auto settings = connection_settings_for(cfg_, relay_pubkey_, c.id, host,
                                           c.policy == community_policy::open);
+  settings.host_port = proto::nip42::port_of_host(host_header);
   settings.remote_ip = remote_ip;
   settings.subscription_budget = subscription_budget_;
   settings.still_open = [snapshot = snapshot_, host] {
@@ -380,6 +386,8 @@ std::string node::relay_info_json(const community& c) const {
   w.Uint64(proto::max_subscription_id_len);
   w.Key("auth_required");
   w.Bool(true);
+  w.Key("max_auth_keys");  // waggle's own: NIP-42 keys one connection may prove
+  w.Uint64(cfg_.max_auth_keys);
   w.Key("restricted_writes");
   w.Bool(true);
   w.Key("created_at_lower_limit");

@@ -75,6 +75,16 @@ std::variant<client_message, parse_error> parse_sub_frame(const rapidjson::Value
                                                           const filter_limits& lim) {
   if (arr.Size() < 2)
     return notice(std::string(verb) + " message needs a subscription id");
+  // An id that is a valid string, only too long, is still one the client can
+  // recognise: it gets the CLOSED docs/protocol.md promises, naming the id as
+  // sent (the frame cap bounds its size). An unreadable id has nothing a
+  // CLOSED could name, so it stays a NOTICE.
+  if (arr[1].IsString() && arr[1].GetStringLength() > max_subscription_id_len
+      && detail::valid_utf8(str_of(arr[1])))
+    return parse_error{status{ec::invalid, "subscription id too long (max "
+                                             + std::to_string(max_subscription_id_len)
+                                             + " bytes)"},
+                       reply::closed, std::string(str_of(arr[1]))};
   if (std::string why = check_sub_id(arr[1]); !why.empty())
     return notice(std::move(why));
   std::string sub(str_of(arr[1]));

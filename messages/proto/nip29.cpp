@@ -73,6 +73,8 @@ status parse_text_field(const tag& t, size_t max_len, std::optional<std::string>
     return invalid(name + " tag without a value");
   if (t[1].size() > max_len)
     return invalid(name + " too long (max " + std::to_string(max_len) + " bytes)");
+  if (status s = check_relay_text(name, t[1]); !s.ok())
+    return s;
   out = t[1];
   return {};
 }
@@ -165,6 +167,14 @@ status parse_event_ids(const event& ev, group_command& cmd) {
 }
 
 }  // namespace
+
+status check_relay_text(std::string_view field, std::string_view value) {
+  for (unsigned char c : value)
+    if (c < 0x20 || c == 0x7f)
+      return invalid(std::string(field) + " must not contain control characters (U+0000-U+001F, "
+                                          "U+007F)");
+  return {};
+}
 
 std::optional<role> parse_role(std::string_view name) {
   if (name == "owner")

@@ -24,6 +24,13 @@ namespace waggle::proto::nip29 {
 enum class role : uint8_t { owner, admin, member, guest, bot };
 
 std::optional<role> parse_role(std::string_view name);  // exact, lowercase
+
+// Text a client gives that the relay copies into the events it signs (a
+// channel's name, about, picture): no control characters, U+0000-U+001F and
+// U+007F. A NUL used to be cut where the text met the database, so the relay
+// signed something other than what was asked; the rest can break the
+// rendering of clients that trust relay-signed state. `invalid` names `field`.
+status check_relay_text(std::string_view field, std::string_view value);
 std::string_view name_of(role r);
 // owner and admin moderate (put/remove users, edit metadata, delete events).
 constexpr bool moderates(role r) { return r == role::owner || r == role::admin; }

@@ -183,8 +183,12 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
   if (auto payload = proto::first_tag_value(ev, "payload")) {
     if (!iequals(*payload, sha256_hex(body)))
       return fail("Authorization payload tag does not match the SHA-256 of the body");
-  } else if (require_payload) {
-    return fail("Authorization event has no payload tag (the SHA-256 of the body)");
+  } else if (require_payload || !body.empty()) {
+    // Without it the token does not bind the body: anyone who saw it could
+    // send another body under the same key within the window.
+    auto r = fail("Authorization event has no payload tag (the SHA-256 of the body)");
+    r.missing_payload = true;
+    return r;
   }
 
   if (!proto::verify_signature(ev))

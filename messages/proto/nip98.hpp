@@ -24,15 +24,17 @@ struct nip98_result {
   bool ok = false;
   std::string pubkey;   // the authenticated key when ok
   status err;           // ec::auth_required and why, when not ok
+  bool missing_payload = false;  // refused for want of a `payload` tag (counted apart)
 };
 
 // Checks an `Authorization: Nostr <base64 event>` header value against the
 // request: kind 27235, valid id and signature, created_at within
 // `window_seconds` of `now`, a `u` tag equal to <scheme>://<host><target>
 // (scheme http or https, compared case-insensitively, as is the host; the
-// path and query are compared exactly), a `method` tag equal to `method`, and,
-// when present, a `payload` tag equal to the SHA-256 hex of `body`.
-// `require_payload` (NIP-86): a missing `payload` tag fails too.
+// path and query are compared exactly), a `method` tag equal to `method`, and
+// a `payload` tag equal to the SHA-256 hex of `body`, required whenever the
+// body is not empty (the token must bind what it authorizes) and, with
+// `require_payload` (NIP-86), even for an empty one.
 nip98_result verify_nip98(std::string_view authorization, std::string_view method,
                           std::string_view host, std::string_view target, std::string_view body,
                           int64_t now, int64_t window_seconds = 60, bool require_payload = false);

@@ -10,6 +10,7 @@
 #include <openssl/sha.h>
 #include <rapidjson/document.h>
 
+#include "messages/proto/nip98.hpp"
 #include "tests/e2e/node_fixture.hpp"
 
 using namespace waggle;
@@ -145,7 +146,7 @@ TEST_F(node_e2e, post_events_uses_nip98_and_the_same_ingest_path) {
   // Someone else's event under bob's authorization is refused.
   auto alices = signed_event(alice, 1, "not bob");
   auto r2 = gateway::http_request("127.0.0.1", port_, "POST", "/events",
-                                  {{"Host", "alpha.test"}, {"Authorization", "Nostr " + base64(signed_event(bob, 27235, "", {{"u", url}, {"method", "POST"}}).raw)}},
+                                  {{"Host", "alpha.test"}, {"Authorization", "Nostr " + base64(signed_event(bob, 27235, "", {{"u", url}, {"method", "POST"}, {"payload", proto::sha256_hex(alices.raw)}}).raw)}},
                                   alices.raw);
   EXPECT_NE(r2.body.find("restricted:"), std::string::npos) << r2.status << " " << r2.body;
 }

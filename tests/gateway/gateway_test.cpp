@@ -102,7 +102,7 @@ struct fake_node {
     a.open_connection = [this](const waggle::community&, const std::string& host,
                                const std::string& remote_ip,
                                socket_sink_ptr sink) -> connection_actor {
-      EXPECT_EQ(host, relay_host);
+      EXPECT_EQ(normalize_host(host), relay_host);  // the Host as sent; the node normalizes it
       EXPECT_EQ(remote_ip, "127.0.0.1");  // the write policy's sourceInfo
       ++opened;
       return sys.spawn([this, sink](connection_actor::pointer self) -> connection_actor::behavior_type {
@@ -533,17 +533,29 @@ TEST_F(Nip98Test, Accepted) {
   EXPECT_EQ(node.submits[0].second, proto::pubkey_of(secret));
 }
 
-TEST_F(Nip98Test, HttpsUrlWithoutPayloadTagAccepted) {
-  auto r = post(auth({{"u", "https://" + host_header() + "/events"}, {"method", "POST"}}), body);
+TEST_F(Nip98Test, HttpsUrlAccepted) {
+  auto r = post(auth({{"u", "https://" + host_header() + "/events"}, {"method", "POST"},
+                      {"payload", sha256_hex(body)}}),
+                body);
   EXPECT_EQ(r.status, 200u) << r.body;
+}
+
+// Issue 13, finding 8: a token without `payload` does not bind the body, so
+// anyone who saw it could post another body under the same key for 60 s.
+// Red check: on the base code this request was accepted (200).
+TEST_F(Nip98Test, MissingPayloadTagOnABodyIsRefused) {
+  expect_401(post(auth({{"u", url}, {"method", "POST"}}), body), "no payload tag");
 }
 
 TEST_F(Nip98Test, NodeRejectionsMapToStatuses) {
   auto restricted = signed_event(1, now, {}, "please-restrict");
-  auto r = post(auth({{"u", url}, {"method", "POST"}}), restricted);
+  auto r = post(auth({{"u", url}, {"method", "POST"}, {"payload", sha256_hex(restricted)}}),
+                restricted);
   EXPECT_EQ(r.status, 403u) << r.body;
   EXPECT_NE(r.body.find(R"("message":"restricted: not a member")"), std::string::npos);
-  auto bad = post(auth({{"u", url}, {"method", "POST"}}), "{\"not\":\"an event\"}");
+  const std::string not_event = "{\"not\":\"an event\"}";
+  auto bad = post(auth({{"u", url}, {"method", "POST"}, {"payload", sha256_hex(not_event)}}),
+                  not_event);
   EXPECT_EQ(bad.status, 400u) << bad.body;
   EXPECT_NE(bad.body.find("invalid: "), std::string::npos);
 }
@@ -586,7 +598,8 @@ TEST_F(Nip98Test, BadPayloadHash) {
 }
 
 TEST_F(Nip98Test, BadSignature) {
-  auto json = signed_event(27235, now, {{"u", url}, {"method", "POST"}}, "");
+  auto json = signed_event(27235, now, {{"u", url}, {"method", "POST"}, {"payload", sha256_hex(body)}},
+                           "");
   auto pos = json.find("\"sig\":\"") + 7;
   json[pos] = json[pos] == '0' ? '1' : '0';
   expect_401(post(auth_header(json), body), "signature is invalid");

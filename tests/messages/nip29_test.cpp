@@ -357,6 +357,27 @@ TEST(Nip29Parse, TtlMalformed) {
   expect_parse_error(kind_edit_metadata, {{"h", "g"}, {"ttl", "1"}, {"ttl", "2"}}, "duplicate ttl");
 }
 
+// Issue 13, finding 8: `evil\u0000name` was stored and signed as `evil` (the
+// NUL cut where the text met the database). Every field the relay copies into
+// its signed state now refuses control characters. Red check: on the base
+// code each of these parsed.
+TEST(Nip29Parse, ControlCharactersInRelaySignedTextAreRefused) {
+  for (const char* field : {"name", "about", "picture"}) {
+    for (char c : {'\0', '\x01', '\n', '\r', '\t', '\x1f', '\x7f'}) {
+      std::string value = std::string("evil") + c + "name";
+      expect_parse_error(kind_edit_metadata, {{"h", "g"}, {field, value}},
+                         std::string(field) + " must not contain control characters");
+      expect_parse_error(kind_create_group, {{"h", "g"}, {field, value}},
+                         "control characters");
+    }
+  }
+  // Printable ASCII and UTF-8 beyond it are text, not control characters.
+  EXPECT_TRUE(parsed(kind_edit_metadata, {{"h", "g"}, {"name", "caf\xc3\xa9 ~ \xe2\x9c\x93"}}).name);
+  EXPECT_TRUE(check_relay_text("name", " !~").ok());
+  EXPECT_EQ(check_relay_text("about", std::string("a\0b", 3)).code, ec::invalid);
+  EXPECT_EQ(check_relay_text("about", "\x7f").code, ec::invalid);
+}
+
 TEST(Nip29Parse, TextFieldLimits) {
   EXPECT_TRUE(parsed(kind_edit_metadata, {{"h", "g"}, {"name", std::string(128, 'n')}}).name);
   EXPECT_TRUE(parsed(kind_edit_metadata, {{"h", "g"}, {"about", std::string(2048, 'a')}}).about);

@@ -74,11 +74,13 @@ TEST_F(HttpSubmitTest, AMissingAuthorizationIsA401AndRecordsNothing) {
 }
 
 TEST_F(HttpSubmitTest, ABadSignatureOnTheAuthorizationIsA401AndRecordsNothing) {
-  auto header = nip98({{"u", "http://relay.test/events"}, {"method", "POST"}});
+  auto body = test::event_builder{alice_sk}.at(now).sign().raw;
+  auto header = nip98({{"u", "http://relay.test/events"}, {"method", "POST"},
+                       {"payload", proto::sha256_hex(body)}});
   auto json = *proto::base64_decode(header.substr(6));
   auto pos = json.find("\"sig\":\"") + 7;
   json[pos] = json[pos] == '0' ? '1' : '0';
-  submit("Nostr " + proto::base64_encode(json), test::event_builder{alice_sk}.at(now).sign().raw);
+  submit("Nostr " + proto::base64_encode(json), body);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].http_status, 401);
   EXPECT_NE(replies[0].message.find("signature is invalid"), std::string::npos);
@@ -97,7 +99,9 @@ TEST_F(HttpSubmitTest, AnAuthorizedRequestRecordsItsInputThenItsAnswer) {
   // Admitted by NIP-98, then refused by admission (an AUTH event is never
   // stored): no peer is needed, and the answer comes from the outcome table.
   auto body = test::event_builder{alice_sk}.kind(22242).at(now).sign().raw;
-  submit(nip98({{"u", "http://relay.test/events"}, {"method", "POST"}}), body);
+  submit(nip98({{"u", "http://relay.test/events"}, {"method", "POST"},
+                {"payload", proto::sha256_hex(body)}}),
+         body);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].http_status, 400);
   EXPECT_EQ(replies[0].message, "invalid: kind 22242 is only accepted in AUTH messages");
