@@ -15,6 +15,7 @@
 
 #include "actors/connection/admission.hpp"
 #include "actors/connection/policy_gate.hpp"
+#include "actors/connection/read_admission.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -42,14 +43,18 @@ struct connection_settings {
   size_t max_events_in_flight = 512;     // per connection, awaiting their commit
   size_t max_pending_live = 2000;        // live events buffered while history loads
   caf::timespan ingest_timeout = std::chrono::seconds(30);
+  // How long a read may take for its caller (queue wait included); kept
+  // above the reader sessions' statement_timeout (node config check), so a
+  // query ends in the database before its caller gives up on it.
   caf::timespan read_timeout = std::chrono::seconds(30);
+  read_admission_settings reads;  // in-flight bound and token buckets
   policy_gate_settings write_policy;
 };
 
 struct connection_peers {
   ingest_actor ingest;
   hub_actor hub;
-  reader_actor reader;
+  reader_pool_actor reader;
   group_actor group;
   membership_actor membership;  // NIP-43 requests (null: refused as unavailable)
   write_policy_actor policy;  // null without --write-policy
@@ -87,6 +92,7 @@ struct connection_state {
   std::unordered_map<std::string, subscription> subs;
   uint64_t next_generation = 0;
   size_t events_in_flight = 0;
+  read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
   bool draining = false;
   bool closed = false;
   bool invite_in_flight = false;  // one invite request at a time per connection
@@ -126,6 +132,9 @@ struct connection_state {
   read_access access_for(const std::vector<proto::filter>& filters) const;
   void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void end_subscription(const std::string& sub_id, const std::string& message);
+  bool admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
+                  const std::vector<proto::filter>& filters);
+  void withdraw_all_reads();
   bool is_current(const std::string& sub_id, uint64_t generation) const;
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();

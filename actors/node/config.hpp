@@ -33,6 +33,19 @@ struct node_config {
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
   size_t max_outbound_frames = 2000;
+  // Reads (docs/protocol.md, "Read limits"): REQ/COUNT in flight per
+  // connection, the reader sessions' statement_timeout, how long a
+  // connection waits for a read, and the token buckets (tokens per second,
+  // burst; rate 0 = no bucket).
+  size_t max_reads_in_flight = 8;
+  int64_t read_statement_timeout_ms = 5000;
+  int64_t read_timeout_ms = 30000;
+  int64_t read_rate_connection = 1000;
+  int64_t read_burst_connection = 2000;
+  int64_t read_rate_pubkey = 2000;
+  int64_t read_burst_pubkey = 4000;
+  int64_t read_rate_address = 5000;
+  int64_t read_burst_address = 10000;
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)
