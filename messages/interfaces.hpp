@@ -32,12 +32,15 @@ using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::reacts_to<access_revoked>>;
 
 // Reads: history, counts and channel access. The pool and each of its
-// sessions answer the same contract (connections talk to the pool).
+// sessions answer the same contract (connections talk to the pool); the pool
+// also takes the withdrawal of reads whose caller gave up, and each session's
+// word that it is idle.
 using reader_actor = caf::typed_actor<caf::replies_to<history_request>::with<history_reply>,
                                       caf::replies_to<count_request>::with<count_reply>,
                                       caf::replies_to<access_request>::with<access_reply>>;
-using reader_pool_actor = reader_actor;
-using reader_session_actor = reader_actor;
+using reader_pool_actor
+  = reader_actor::extend<caf::reacts_to<read_withdraw>, caf::reacts_to<reader_idle>>;
+using reader_session_actor = reader_actor::extend<caf::reacts_to<reader_attach>>;
 
 // Group actor: NIP-29 commands, start-up fence probe and roster repair; its
 // roster actors' publications (queued with the commands) and idle reports.

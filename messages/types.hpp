@@ -346,6 +346,31 @@ struct manage_reply {
   std::string revoked;
 };
 
+// -- reads: withdrawal (docs/architecture.md, "reader pool") ------------------
+
+// Connection actor -> reader pool: its reads whose caller gave up (the
+// subscription was closed or replaced, or the socket went away). `requests`
+// are the request ids of the connection's own `request(...)` calls
+// (caf::message_id::request_id, as the pool sees them); `all` withdraws every
+// read of the sender. Reads still queued are dropped, never answered (nobody
+// waits: the requester's own timeout clears its handler); one already
+// running is not interrupted (statement_timeout ends it).
+struct read_withdraw {
+  std::vector<uint64_t> requests;
+  bool all = false;
+};
+
+// Reader pool -> reader session, once at start: "you are my session
+// `index`". The session then sends `reader_idle` back after every read, which
+// is how the pool knows it may hand it the next one (sessions answer the
+// connection directly, as delegated, so the pool never sees the reply).
+struct reader_attach {
+  uint64_t index = 0;
+};
+struct reader_idle {
+  uint64_t index = 0;
+};
+
 // -- write policy (docs/write-policy.md) --------------------------------------
 
 // Connection actor / HTTP submit -> write-policy plugin actor: judge this
@@ -721,6 +746,18 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, manage_reply& x) {
   return f(caf::meta::type_name("manage_reply"), x.http_status, x.body, x.revoked);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_withdraw& x) {
+  return f(caf::meta::type_name("read_withdraw"), x.requests, x.all);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reader_attach& x) {
+  return f(caf::meta::type_name("reader_attach"), x.index);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reader_idle& x) {
+  return f(caf::meta::type_name("reader_idle"), x.index);
+}
 }  // namespace waggle
 
 CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
@@ -784,4 +821,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_idle))
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_stop))
   CAF_ADD_TYPE_ID(waggle, (waggle::ephemeral_publish))
+  CAF_ADD_TYPE_ID(waggle, (waggle::read_withdraw))
+  CAF_ADD_TYPE_ID(waggle, (waggle::reader_attach))
+  CAF_ADD_TYPE_ID(waggle, (waggle::reader_idle))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -251,6 +251,8 @@ void connection_state::on_req(proto::req_msg&& req) {
   if (existing != subs.end())
     drop_subscription(req.sub_id);  // a repeated id replaces the subscription
   auto generation = ++next_generation;
+  if (!admit_read(req.sub_id, generation, false, req.filters))
+    return;
   subs[req.sub_id].generation = generation;
   if (env.stats)
     ++env.stats->live_subscriptions;
@@ -282,6 +284,7 @@ void connection_state::on_req(proto::req_msg&& req) {
                     wants_invite, only_invites](access_reply& reply) mutable {
     if (!is_current(sub_id, generation))
       return;
+    reads.at_pool(generation, 0);  // on to the hub; nothing left to withdraw at the pool
     if (!reply.err.ok())
       return end_subscription(sub_id, reply.err.message());
     auto& sub = subs[sub_id];
@@ -294,7 +297,10 @@ void connection_state::on_req(proto::req_msg&& req) {
     if (wants_invite)
       request_invite(sub_id, generation, only_invites);
   };
-  self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
+  auto asked =
+    self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access});
+  reads.at_pool(generation, asked.id().request_id().integer_value());
+  std::move(asked)
     .then(traced_reply<access_reply>(self, env, std::move(on_access)),
           [this, sub_id, generation](caf::error&) {
             if (is_current(sub_id, generation))
@@ -319,9 +325,11 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
        access = std::move(access)](hub_ack) mutable {
         if (!is_current(sub_id, generation))
           return;
-        self
-          ->request(peers.reader, settings.read_timeout,
-                    history_request{settings.community_id, std::move(filters), std::move(access)})
+        auto asked = self->request(
+          peers.reader, settings.read_timeout,
+          history_request{settings.community_id, std::move(filters), std::move(access)});
+        reads.at_pool(generation, asked.id().request_id().integer_value());
+        std::move(asked)
           .then(
             traced_reply<history_reply>(self, env,
                                         [this, sub_id, generation](history_reply& reply) {
@@ -342,6 +350,7 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
                                   history_reply&& reply) {
   if (!is_current(sub_id, generation))
     return;
+  reads.done(generation);  // the REQ's read is over, whatever its answer
   if (!reply.err.ok())
     return end_subscription(sub_id, reply.err.message());
   auto& sub = subs[sub_id];
@@ -413,18 +422,46 @@ void connection_state::on_count(proto::count_msg&& req) {
     return (void) send(proto::render_closed(
       req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
   auto sub_id = req.sub_id;
+  auto ticket = ++next_generation;
+  if (!admit_read(sub_id, ticket, true, req.filters))
+    return;
   auto access = access_for(req.filters);
-  self
-    ->request(peers.reader, settings.read_timeout,
-              count_request{settings.community_id, std::move(req.filters), std::move(access)})
-    .then(
-      traced_reply<count_reply>(self, env, [this, sub_id](count_reply& reply) {
-        if (!reply.err.ok())
-          send(proto::render_closed(sub_id, reply.err.message()));
-        else
-          send(proto::render_count(sub_id, reply.count));
-      }),
-      [this, sub_id](caf::error&) { send(proto::render_closed(sub_id, "error: count failed")); });
+  auto asked = self->request(peers.reader, settings.read_timeout,
+                             count_request{settings.community_id, std::move(req.filters),
+                                           std::move(access)});
+  reads.at_pool(ticket, asked.id().request_id().integer_value());
+  std::move(asked).then(
+    traced_reply<count_reply>(self, env, [this, sub_id, ticket](count_reply& reply) {
+      reads.done(ticket);
+      if (!reply.err.ok())
+        send(proto::render_closed(sub_id, reply.err.message()));
+      else
+        send(proto::render_count(sub_id, reply.count));
+    }),
+    [this, sub_id, ticket](caf::error&) {
+      reads.done(ticket);
+      send(proto::render_closed(sub_id, "error: count failed"));
+    });
+}
+
+bool connection_state::admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
+                                  const std::vector<proto::filter>& filters) {
+  // The buckets' clock is read from the source, unrecorded: a trace replays
+  // with a clock that stands still (full buckets never refill), and the
+  // defaults are far above what a recorded story spends.
+  auto now = env.sources.steady_now ? env.sources.steady_now() : bucket_clock::now();
+  auto refused = reads.admit(ticket, sub_id, is_count, filters, authed, settings.remote_ip, now);
+  if (refused.st.ok())
+    return true;
+  if (env.stats)
+    env.stats->count_refused(refused.label);
+  send(proto::render_closed(sub_id, refused.st.message()));
+  return false;
+}
+
+void connection_state::withdraw_all_reads() {
+  if (reads.any_at_pool())
+    self->send(peers.reader, read_withdraw{{}, true});
 }
 
 void connection_state::on_close(const proto::close_msg& msg) {
@@ -443,6 +480,9 @@ void connection_state::drop_subscription(const std::string& sub_id) {
     release_bytes(i->second.bytes);
     subs.erase(i);
   }
+  // Its reads still queued at the pool are withdrawn: nobody waits for them.
+  if (auto withdrawn = reads.end_sub(sub_id); !withdrawn.empty())
+    self->send(peers.reader, read_withdraw{std::move(withdrawn), false});
   if (env.stats)
     --env.stats->live_subscriptions;
   self->send(peers.hub, hub_unsubscribe{caf::actor_cast<caf::actor>(self), sub_id});
@@ -463,11 +503,13 @@ void connection_state::finish_drain_if_idle() {
     return;
   sink->close(1001, "relay shutting down");
   closed = true;
+  withdraw_all_reads();
   self->quit();
 }
 
 void connection_state::on_socket_closed() {
   closed = true;
+  withdraw_all_reads();
   self->quit();
 }
 
@@ -481,6 +523,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   st.peers = std::move(peers);
   st.env = std::move(env);
   st.sink = std::move(sink);
+  st.reads = read_admission{st.settings.reads};
   // If a core actor dies, this connection's subscriptions and in-flight
   // events died with it: close so the client reconnects to the restarted node
   // parts instead of waiting on a silent subscription.

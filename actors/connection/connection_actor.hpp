@@ -17,6 +17,7 @@
 #include "actors/connection/admission.hpp"
 #include "actors/connection/policy_gate.hpp"
 #include "actors/connection/subscription_memory.hpp"
+#include "actors/connection/read_admission.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -56,14 +57,18 @@ struct connection_settings {
   size_t history_slice_frames = 256;
   size_t history_slice_bytes = 1u << 20;
   caf::timespan ingest_timeout = std::chrono::seconds(30);
+  // How long a read may take for its caller (queue wait included); kept
+  // above the reader sessions' statement_timeout (node config check), so a
+  // query ends in the database before its caller gives up on it.
   caf::timespan read_timeout = std::chrono::seconds(30);
+  read_admission_settings reads;  // in-flight bound and token buckets
   policy_gate_settings write_policy;
 };
 
 struct connection_peers {
   ingest_actor ingest;
   hub_actor hub;
-  reader_actor reader;
+  reader_pool_actor reader;
   group_actor group;
   membership_actor membership;  // NIP-43 requests (null: refused as unavailable)
   write_policy_actor policy;  // null without --write-policy
@@ -118,6 +123,7 @@ struct connection_state {
   std::deque<history_delivery> history_queue;
   bool drain_armed = false;
   size_t events_in_flight = 0;
+  read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
   bool draining = false;
   bool closed = false;
   bool invite_in_flight = false;  // one invite request at a time per connection
@@ -165,6 +171,9 @@ struct connection_state {
   void send_history(const std::string& sub_id, std::vector<std::string>&& raws);
   void finish_history(const std::string& sub_id);
   void arm_drain();
+  bool admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
+                  const std::vector<proto::filter>& filters);
+  void withdraw_all_reads();
   bool is_current(const std::string& sub_id, uint64_t generation) const;
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();

@@ -200,6 +200,34 @@ const std::vector<option>& options() {
       "a client whose queued frames make no write progress this long is dropped (0 = never)",
       "30"},
      number(&node_config::write_stall_seconds)},
+    {{"--max-reads-in-flight", "WAGGLE_MAX_READS_IN_FLIGHT",
+      "REQ/COUNT reads a connection may have in flight (more: CLOSED rate-limited:)", "8"},
+     number(&node_config::max_reads_in_flight)},
+    {{"--read-statement-timeout-ms", "WAGGLE_READ_STATEMENT_TIMEOUT_MS",
+      "statement_timeout of the reader sessions (below --read-timeout-ms)", "5000"},
+     number(&node_config::read_statement_timeout_ms)},
+    {{"--read-timeout-ms", "WAGGLE_READ_TIMEOUT_MS",
+      "how long a connection waits for a read, queue included", "30000"},
+     number(&node_config::read_timeout_ms)},
+    {{"--read-rate-connection", "WAGGLE_READ_RATE_CONNECTION",
+      "read tokens per second per connection (0 = unlimited)", "1000"},
+     number(&node_config::read_rate_connection)},
+    {{"--read-burst-connection", "WAGGLE_READ_BURST_CONNECTION",
+      "read token burst per connection", "2000"},
+     number(&node_config::read_burst_connection)},
+    {{"--read-rate-pubkey", "WAGGLE_READ_RATE_PUBKEY",
+      "read tokens per second per authenticated key, all its connections (0 = unlimited)",
+      "2000"},
+     number(&node_config::read_rate_pubkey)},
+    {{"--read-burst-pubkey", "WAGGLE_READ_BURST_PUBKEY", "read token burst per key", "4000"},
+     number(&node_config::read_burst_pubkey)},
+    {{"--read-rate-address", "WAGGLE_READ_RATE_ADDRESS",
+      "read tokens per second per client address, all its connections (0 = unlimited)",
+      "5000"},
+     number(&node_config::read_rate_address)},
+    {{"--read-burst-address", "WAGGLE_READ_BURST_ADDRESS", "read token burst per address",
+      "10000"},
+     number(&node_config::read_burst_address)},
     {{"--ping-seconds", "WAGGLE_PING_SECONDS", "WebSocket ping interval", "30"},
      number(&node_config::ping_seconds)},
     {{"--drain-seconds", "WAGGLE_DRAIN_SECONDS", "bound on graceful shutdown", "10"},
@@ -313,6 +341,15 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)
     return {ec::invalid, "commit-siblings must be within 2..32"};
+  if (cfg.max_reads_in_flight == 0 || cfg.read_timeout_ms <= 0 || cfg.read_statement_timeout_ms < 0
+      || cfg.read_rate_connection < 0 || cfg.read_burst_connection < 0 || cfg.read_rate_pubkey < 0
+      || cfg.read_burst_pubkey < 0 || cfg.read_rate_address < 0 || cfg.read_burst_address < 0)
+    return {ec::invalid, "max-reads-in-flight and read-timeout-ms must be at least 1, the other "
+                         "read limits at least 0"};
+  // A query must end in the database before its caller stops waiting for
+  // it, or it runs on for nobody.
+  if (cfg.read_statement_timeout_ms == 0 || cfg.read_statement_timeout_ms >= cfg.read_timeout_ms)
+    return {ec::invalid, "read-statement-timeout-ms must be at least 1 and below read-timeout-ms"};
   if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
     return {ec::invalid, "write-policy-fail must be closed or open"};
   if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0

@@ -48,6 +48,19 @@ struct node_config {
   size_t max_outbound_bytes_total = 256u << 20;
   size_t socket_send_buffer = 256u << 10;
   int write_stall_seconds = 30;
+  // Reads (docs/protocol.md, "Read limits"): REQ/COUNT in flight per
+  // connection, the reader sessions' statement_timeout, how long a
+  // connection waits for a read, and the token buckets (tokens per second,
+  // burst; rate 0 = no bucket).
+  size_t max_reads_in_flight = 8;
+  int64_t read_statement_timeout_ms = 5000;
+  int64_t read_timeout_ms = 30000;
+  int64_t read_rate_connection = 1000;
+  int64_t read_burst_connection = 2000;
+  int64_t read_rate_pubkey = 2000;
+  int64_t read_burst_pubkey = 4000;
+  int64_t read_rate_address = 5000;
+  int64_t read_burst_address = 10000;
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)

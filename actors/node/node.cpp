@@ -75,6 +75,11 @@ node::node(node_config cfg, node_env env)
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   board_ = std::make_shared<handle_board>();
   snapshot_ = std::make_shared<community_snapshot>();
+  read_buckets_ = std::make_shared<shared_read_buckets>(
+    bucket_rate{static_cast<double>(cfg_.read_rate_pubkey),
+                static_cast<double>(cfg_.read_burst_pubkey)},
+    bucket_rate{static_cast<double>(cfg_.read_rate_address),
+                static_cast<double>(cfg_.read_burst_address)});
   supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
                                snapshot_);
   management_settings mgmt{cfg_.database_url, {}};
@@ -185,6 +190,10 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.max_subscriptions = cfg.max_subscriptions;
   settings.max_subscription_bytes = cfg.max_subscription_bytes;
   settings.max_auth_keys = cfg.max_auth_keys;
+  settings.read_timeout = std::chrono::milliseconds(cfg.read_timeout_ms);
+  settings.reads.max_in_flight = cfg.max_reads_in_flight;
+  settings.reads.per_connection = {static_cast<double>(cfg.read_rate_connection),
+                                   static_cast<double>(cfg.read_burst_connection)};
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
@@ -249,6 +258,7 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   settings.host_port = proto::nip42::port_of_host(host_header);
   settings.remote_ip = remote_ip;
   settings.subscription_budget = subscription_budget_;
+  settings.reads.shared = read_buckets_;
   settings.still_open = [snapshot = snapshot_, host] {
     auto now = snapshot->find(host);
     return now && now->policy == community_policy::open;
@@ -394,6 +404,14 @@ std::string node::relay_info_json(const community& c) const {
   w.Int64(cfg_.created_at_window);
   w.Key("created_at_upper_limit");
   w.Int64(cfg_.created_at_window);
+  // Not NIP-11 fields (none exist for read rates): waggle's own, so a
+  // client can pace itself (docs/protocol.md, "Read limits").
+  w.Key("max_reads_in_flight");
+  w.Uint64(cfg_.max_reads_in_flight);
+  w.Key("read_tokens_per_second");
+  w.Int64(cfg_.read_rate_connection);
+  w.Key("read_token_burst");
+  w.Int64(cfg_.read_burst_connection);
   w.EndObject();
   w.EndObject();
   return buf.GetString();

@@ -72,6 +72,9 @@ class node {
   std::mutex trim_mtx_;
   std::condition_variable trim_cv_;
   bool trim_stop_ = false;
+  // Read buckets per pubkey and per address, shared by every connection
+  // (docs/protocol.md, "Read limits"; docs/actor-rules.md, rule 1).
+  std::shared_ptr<shared_read_buckets> read_buckets_;
   node_supervisor_actor supervisor_;
   // NIP-86 calls (docs/management.md): owned by the node, not supervised;
   // it survives a lost database through its session's reconnect.

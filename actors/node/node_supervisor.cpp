@@ -109,11 +109,12 @@ void node_supervisor_state::spawn_ingest() {
 
 void node_supervisor_state::spawn_reader() {
   auto& sys = self->system();
-  std::vector<reader_actor> sessions;
+  std::vector<reader_session_actor> sessions;
   for (size_t i = 0; i < cfg.readers; ++i)
     sessions.push_back(sys.spawn<caf::detached>(reader_session_impl, cfg.database_url,
                                                 "reader-" + std::to_string(i),
-                                                filter_limits_for(cfg), env));
+                                                filter_limits_for(cfg),
+                                                cfg.read_statement_timeout_ms, env));
   handles.reader = sys.spawn(reader_pool_impl, std::move(sessions), env.for_actor("reader_pool"));
   watch(child::reader, handles.reader);
 }

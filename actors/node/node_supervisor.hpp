@@ -23,7 +23,7 @@ namespace waggle {
 struct node_handles {
   ingest_actor ingest;
   hub_actor hub;
-  reader_actor reader;
+  reader_pool_actor reader;
   group_actor group;
   membership_actor membership;
   write_policy_actor policy;  // null without --write-policy

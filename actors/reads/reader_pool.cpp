@@ -1,42 +1,203 @@
 #include "actors/reads/reader_pool.hpp"
 
+#include <algorithm>
+
 #include "actors/trace/trace_recorder.hpp"
 
 namespace waggle {
+
+// -- fair_read_queue ------------------------------------------------------------
+
+void fair_read_queue::push(queued_read read) {
+  auto community = read.community;
+  auto from = read.from;
+  auto& c = communities_[community];
+  auto& r = c.requesters[from];
+  r.reads.push_back(std::move(read));
+  ++size_;
+  if (r.reads.size() > 1)
+    return;  // already in its community's turn
+  // Into the turn after everyone served no later than it: a requester that
+  // was just served (or a newcomer, 0) goes where its last service says,
+  // not to the front because its queue had run dry for a moment.
+  auto pos = std::upper_bound(c.turn.begin(), c.turn.end(), r.last_served,
+                              [&](uint64_t v, const caf::actor_addr& a) {
+                                return v < c.requesters.at(a).last_served;
+                              });
+  c.turn.insert(pos, from);
+  if (c.turn.size() > 1)
+    return;  // the community is in the turn already
+  auto cpos = std::upper_bound(turn_.begin(), turn_.end(), c.last_served,
+                               [&](uint64_t v, int64_t id) {
+                                 return v < communities_.at(id).last_served;
+                               });
+  turn_.insert(cpos, community);
+}
+
+std::optional<queued_read> fair_read_queue::pop() {
+  if (turn_.empty())
+    return std::nullopt;
+  auto community = turn_.front();
+  turn_.pop_front();
+  auto& c = communities_.at(community);
+  auto from = c.turn.front();
+  c.turn.pop_front();
+  auto& r = c.requesters.at(from);
+  auto read = std::move(r.reads.front());
+  r.reads.pop_front();
+  --size_;
+  ++r.running;
+  c.last_served = r.last_served = ++served_;
+  // Served last, so both go to the back of their turn if they still wait.
+  if (!r.reads.empty())
+    c.turn.push_back(from);
+  if (!c.turn.empty())
+    turn_.push_back(community);
+  return read;
+}
+
+void fair_read_queue::finished(int64_t community, const caf::actor_addr& from) {
+  auto c = communities_.find(community);
+  if (c == communities_.end())
+    return;
+  auto r = c->second.requesters.find(from);
+  if (r == c->second.requesters.end())
+    return;
+  if (r->second.running > 0)
+    --r->second.running;
+  forget_if_idle(c->second, from);
+}
+
+void fair_read_queue::forget_if_idle(community_queue& c, const caf::actor_addr& from) {
+  auto r = c.requesters.find(from);
+  if (r != c.requesters.end() && r->second.reads.empty() && r->second.running == 0)
+    c.requesters.erase(r);
+}
+
+std::vector<queued_read> fair_read_queue::take_from(const caf::actor_addr& from, bool all,
+                                                    const std::vector<uint64_t>& request_ids) {
+  std::vector<queued_read> out;
+  for (auto& [id, c] : communities_) {
+    auto r = c.requesters.find(from);
+    if (r == c.requesters.end() || r->second.reads.empty())
+      continue;
+    auto& reads = r->second.reads;
+    for (auto i = reads.begin(); i != reads.end();) {
+      bool listed = std::find(request_ids.begin(), request_ids.end(), i->request_id)
+                    != request_ids.end();
+      if (all || listed) {
+        out.push_back(std::move(*i));
+        i = reads.erase(i);
+        --size_;
+      } else {
+        ++i;
+      }
+    }
+    if (reads.empty()) {
+      std::erase(c.turn, from);
+      forget_if_idle(c, from);
+      if (c.turn.empty())
+        std::erase(turn_, id);
+    }
+  }
+  return out;
+}
+
+// -- reader_pool_state ----------------------------------------------------------
 
 void reader_pool_state::init(reader_pool_ptr self_ptr, std::vector<reader_session_actor> all,
                              node_env e) {
   self = self_ptr;
   sessions = std::move(all);
+  busy.assign(sessions.size(), false);
+  running.resize(sessions.size());
   env = std::move(e);
-  for (auto& s : sessions)
-    self->link_to(s);
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    self->link_to(sessions[k]);
+    self->send(sessions[k], reader_attach{k});
+  }
 }
 
-reader_session_actor& reader_pool_state::pick() {
-  return sessions[next++ % sessions.size()];
+template <class Reply, class Req>
+caf::typed_response_promise<Reply> reader_pool_state::take(Req&& req) {
+  auto promise = self->make_response_promise<Reply>();
+  queued_read read;
+  read.community = req.community_id;
+  read.from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  read.request_id = self->current_message_id().request_id().integer_value();
+  // Delegated: the session answers the requester directly (and records the
+  // exchange as its own, as before the pool held a queue).
+  read.run = [this, promise, req = std::move(req)](size_t k) mutable {
+    promise.delegate(sessions[k], std::move(req));
+  };
+  queue.push(std::move(read));
+  dispatch();
+  return promise;
+}
+
+void reader_pool_state::dispatch() {
+  // The lowest idle session first: which session serves which read is then
+  // a function of the order of reads and replies alone, as a replay needs.
+  for (size_t k = 0; k < sessions.size() && queue.size() > 0; ++k) {
+    if (busy[k])
+      continue;
+    auto read = queue.pop();
+    busy[k] = true;
+    running[k] = {read->community, read->from};
+    read->run(k);
+  }
+  publish_gauges();
+}
+
+void reader_pool_state::on_idle(size_t session) {
+  if (session >= sessions.size() || !busy[session])
+    return;
+  busy[session] = false;
+  queue.finished(running[session].first, running[session].second);
+  running[session] = {};
+  dispatch();
+}
+
+void reader_pool_state::on_withdraw(const caf::actor_addr& from, const read_withdraw& msg) {
+  auto reads = queue.take_from(from, msg.all, msg.requests);
+  if (env.stats && !reads.empty())
+    env.stats->reads_withdrawn += reads.size();
+  publish_gauges();
+}
+
+void reader_pool_state::publish_gauges() {
+  if (!env.stats)
+    return;
+  env.stats->reads_queued = static_cast<int64_t>(queue.size());
+  env.stats->readers_busy = std::count(busy.begin(), busy.end(), true);
 }
 
 reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
                                                   std::vector<reader_session_actor> sessions,
                                                   node_env env) {
   self->state.init(self, std::move(sessions), std::move(env));
-  // Each read is recorded as the pool takes it, then delegated: the session
-  // answers the connection directly.
+  // Each read is recorded as the pool takes it, then queued; a session takes
+  // the next one when it says it is idle.
   return {
     // -- reads ------------------------------------------------------------------
     [self](history_request& req) {
       trace_reader_in(self->state.env, self->current_sender(), req);
-      return self->delegate(self->state.pick(), std::move(req));
+      return self->state.take<history_reply>(std::move(req));
     },
     [self](count_request& req) {
       trace_reader_in(self->state.env, self->current_sender(), req);
-      return self->delegate(self->state.pick(), std::move(req));
+      return self->state.take<count_reply>(std::move(req));
     },
     [self](access_request& req) {
       trace_reader_in(self->state.env, self->current_sender(), req);
-      return self->delegate(self->state.pick(), std::move(req));
+      return self->state.take<access_reply>(std::move(req));
     },
+    // -- withdrawal -------------------------------------------------------------
+    [self](const read_withdraw& msg) {
+      self->state.on_withdraw(caf::actor_cast<caf::actor_addr>(self->current_sender()), msg);
+    },
+    // -- sessions ---------------------------------------------------------------
+    [self](const reader_idle& msg) { self->state.on_idle(msg.index); },
   };
 }
 

@@ -39,12 +39,20 @@ access_reply check_access(pqxx::connection& conn, int64_t community_id, const re
 
 }  // namespace
 
+std::vector<std::string> reader_session_setup(int64_t statement_timeout_ms) {
+  if (statement_timeout_ms <= 0)
+    return {};
+  return {"SET statement_timeout = " + std::to_string(statement_timeout_ms)};
+}
+
 void reader_session_state::init(reader_session_ptr self_ptr, std::string database_url,
-                                std::string role, proto::filter_limits l, node_env e) {
+                                std::string role, proto::filter_limits l,
+                                int64_t statement_timeout_ms, node_env e) {
   self = self_ptr;
   env = e.for_actor(role);
   session = std::make_unique<db::session>(std::move(database_url), std::move(role),
-                                          std::vector<std::string>{}, log::session_report);
+                                          reader_session_setup(statement_timeout_ms),
+                                          log::session_report);
   limits = l;
 }
 
@@ -61,6 +69,16 @@ Reply reader_session_state::run_read(Fn&& fn) {
   } catch (const pqxx::broken_connection&) {
     session->reset();
     reply.err = {ec::unavailable, "database unavailable"};
+  } catch (const pqxx::sql_error& e) {
+    // 57014 query_canceled: our statement_timeout (nobody else cancels a
+    // reader's query). Said as such, so a client with too wide a read knows.
+    if (e.sqlstate() == "57014") {
+      log::warn("reader", "query took too long", {});
+      reply.err = {ec::unavailable, "query took too long"};
+    } else {
+      log::error("reader", "query failed", {{"error", e.what()}});
+      reply.err = {ec::internal, "query failed"};
+    }
   } catch (const std::exception& e) {
     log::error("reader", "query failed", {{"error", e.what()}});
     reply.err = {ec::internal, "query failed"};
@@ -74,6 +92,11 @@ Reply reader_session_state::run_read(Fn&& fn) {
 // source, not through env.unix_now(): a trace records a session's request and
 // reply, and a replay answers them from the trace with a stand-in that never
 // reads a clock, so a recorded reading here would be one the replay misses.
+void reader_session_state::idle() {
+  if (pool)
+    caf::anon_send(pool, reader_idle{index});
+}
+
 int64_t reader_session_state::read_clock() const { return env.sources.unix_now(); }
 
 history_reply reader_session_state::on_history(const history_request& req) {
@@ -113,21 +136,36 @@ access_reply reader_session_state::on_access(const access_request& req) {
 
 reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
                                                         std::string database_url, std::string role,
-                                                        proto::filter_limits limits, node_env env) {
+                                                        proto::filter_limits limits,
+                                                        int64_t statement_timeout_ms,
+                                                        node_env env) {
   // So trace records can name this session as the sender of its replies.
   if (env.trace)
     env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
-  self->state.init(self, std::move(database_url), std::move(role), limits, std::move(env));
+  self->state.init(self, std::move(database_url), std::move(role), limits, statement_timeout_ms,
+                   std::move(env));
+  // Every read ends with reader_idle to the pool: it hands out the next one.
   return {
     // -- reads ------------------------------------------------------------------
     [self](history_request& req) -> history_reply {
-      return traced_exchange(self->state.env, req, [&] { return self->state.on_history(req); });
+      auto r = traced_exchange(self->state.env, req, [&] { return self->state.on_history(req); });
+      self->state.idle();
+      return r;
     },
     [self](count_request& req) -> count_reply {
-      return traced_exchange(self->state.env, req, [&] { return self->state.on_count(req); });
+      auto r = traced_exchange(self->state.env, req, [&] { return self->state.on_count(req); });
+      self->state.idle();
+      return r;
     },
     [self](access_request& req) -> access_reply {
-      return traced_exchange(self->state.env, req, [&] { return self->state.on_access(req); });
+      auto r = traced_exchange(self->state.env, req, [&] { return self->state.on_access(req); });
+      self->state.idle();
+      return r;
+    },
+    // -- pool -------------------------------------------------------------------
+    [self](const reader_attach& msg) {
+      self->state.pool = caf::actor_cast<caf::actor>(self->current_sender());
+      self->state.index = msg.index;
     },
   };
 }

@@ -24,9 +24,12 @@ struct reader_session_state {
   std::unique_ptr<db::session> session;
   proto::filter_limits limits;
   node_env env;  // named after the session ("reader-0"): its trace records
+  caf::actor pool;  // from reader_attach: told reader_idle after every read
+  uint64_t index = 0;
+  void idle();
 
   void init(reader_session_ptr self_ptr, std::string database_url, std::string role,
-            proto::filter_limits l, node_env e);
+            proto::filter_limits l, int64_t statement_timeout_ms, node_env e);
   history_reply on_history(const history_request& req);
   count_reply on_count(const count_request& req);
   access_reply on_access(const access_request& req);
@@ -37,8 +40,16 @@ struct reader_session_state {
   Reply run_read(Fn&& fn);
 };
 
+// `statement_timeout_ms` (> 0) is set on the session's connection at every
+// (re)connect: a read that runs longer is cancelled by PostgreSQL itself and
+// answered `error: query took too long`.
 reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
                                                         std::string database_url, std::string role,
-                                                        proto::filter_limits limits, node_env env);
+                                                        proto::filter_limits limits,
+                                                        int64_t statement_timeout_ms,
+                                                        node_env env);
+
+// The SQL run on each new reader connection.
+std::vector<std::string> reader_session_setup(int64_t statement_timeout_ms);
 
 }  // namespace waggle

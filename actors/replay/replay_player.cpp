@@ -90,6 +90,9 @@ void replay_player::deliver(const std::string& name, uint64_t index, const std::
   if (doc.HasParseError() || !h.deliver(doc))
     diverge({current_seq, name, "db_reply", json, "a " + h.reply_type + " cannot be read from it"});
   h.deliver = nullptr;  // drops the promise
+  if (s.pool && (h.reply_type == "history_reply" || h.reply_type == "count_reply"
+                 || h.reply_type == "access_reply"))
+    caf::anon_send(s.pool, reader_idle{s.pool_index});
 }
 
 caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
@@ -109,6 +112,10 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
     },
     [self, &p, name](roster_repair_request& r) {
       return p.hold<roster_repair_reply>(self, name, r);
+    },
+    [self, &p, name](const reader_attach& a) {
+      p.stubs[name].pool = caf::actor_cast<caf::actor>(self->current_sender());
+      p.stubs[name].pool_index = a.index;
     },
     // Promises are delivered from inside the actor that made them.
     [player, name](caf::atom_value, uint64_t index, const std::string& json) {
@@ -152,7 +159,7 @@ caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, i
   };
 }
 
-caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_actor pool,
+caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_pool_actor pool,
                                  replay_player_ptr player) {
   // Delegated when forwarded: the pool and the session see the connection
   // as the sender, as they did live.
@@ -170,11 +177,35 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
          promise.delegate(pool, std::move(req));
        }});
   };
+  auto flush_withdraws = [self] {
+    auto& w = self->state.held_withdraws;
+    for (auto i = w.begin(); i != w.end();) {
+      if (i->reads_ahead == 0) {
+        i->forward();
+        i = w.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  };
   return {
     [hold](history_request& req) { hold(std::move(req)); },
     [hold](count_request& req) { hold(std::move(req)); },
     [hold](access_request& req) { hold(std::move(req)); },
-    [self, player](caf::atom_value, const std::string& from, const std::string& type) {
+    [self, player, pool, flush_withdraws](read_withdraw& msg) {
+      auto from = player->name_of(self->current_sender());
+      auto& held = self->state.held_reads;
+      auto ahead = static_cast<size_t>(
+        std::count_if(held.begin(), held.end(), [&](const auto& h) { return h.from == from; }));
+      auto sender = self->current_sender();
+      self->state.held_withdraws.push_back(
+        {from, ahead, [self, sender, pool, msg = std::move(msg)]() mutable {
+           caf::send_as(caf::actor_cast<caf::actor>(sender), pool, std::move(msg));
+         }});
+      flush_withdraws();
+    },
+    [self, player, flush_withdraws](caf::atom_value, const std::string& from,
+                                    const std::string& type) {
       auto& held = self->state.held_reads;
       auto i = std::find_if(held.begin(), held.end(),
                             [&](const auto& h) { return h.from == from && h.type == type; });
@@ -190,6 +221,10 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
       if (auto k = player->gate_held.find(key); k != player->gate_held.end() && --k->second == 0)
         player->gate_held.erase(k);
       h.forward();
+      for (auto& w : self->state.held_withdraws)
+        if (w.from == h.from && w.reads_ahead > 0)
+          --w.reads_ahead;
+      flush_withdraws();
     },
   };
 }

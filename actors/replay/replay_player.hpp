@@ -74,6 +74,10 @@ class replay_player : public trace_port {
     std::vector<size_t> order;
     std::vector<ready_reply> ready;
     size_t first_undelivered = 0;  // into ready: those before it are delivered
+    // A reader stub: the pool that attached it, told reader_idle after each
+    // read it answers (as a live session does).
+    caf::actor pool;
+    uint64_t pool_index = 0;
   };
 
   // -- trace_port -----------------------------------------------------------
@@ -194,9 +198,18 @@ struct reader_gate_state {
     std::function<void()> forward;  // delegates the read to the pool
   };
   std::deque<held> held_reads;
+  // A read_withdraw waits until every read its sender sent before it has
+  // been forwarded: live, the pool took those first (one sender's messages
+  // keep their order), and the withdrawal must find them queued as it did.
+  struct held_withdraw {
+    std::string from;
+    size_t reads_ahead;  // of this sender's, still held when it arrived
+    std::function<void()> forward;
+  };
+  std::deque<held_withdraw> held_withdraws;
   static inline const char* name = "reader_gate";
 };
-caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_actor pool,
+caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_pool_actor pool,
                                  replay_player_ptr player);
 
 // A replayed connection's socket: frames go to the player.

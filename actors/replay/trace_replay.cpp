@@ -226,7 +226,7 @@ class replayer {
   ingest_actor ingest_;
   caf::actor gate_;         // in front of ingest: see replay_ingest_gate
   caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
-  reader_actor reader_;
+  reader_pool_actor reader_;
   group_actor group_;
 };
 
@@ -238,9 +238,9 @@ void replayer::spawn_node() {
   ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings_for(cfg_), std::move(writers),
                              hub_, env_.for_actor("ingest")));
   gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
-  std::vector<reader_actor> readers;
+  std::vector<reader_session_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
-    readers.push_back(caf::actor_cast<reader_actor>(stub("reader-" + std::to_string(i))));
+    readers.push_back(caf::actor_cast<reader_session_actor>(stub("reader-" + std::to_string(i))));
   reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
   reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
   std::vector<group_session_actor> sessions;
@@ -372,7 +372,7 @@ bool replayer::feed_client(const record& r) {
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
       connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
-                       caf::actor_cast<reader_actor>(reader_gate_), group_, {}, {}},
+                       caf::actor_cast<reader_pool_actor>(reader_gate_), group_, {}, {}},
       env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
     conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
     player_->name(handle.address(), r.actor);

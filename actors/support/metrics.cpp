@@ -87,6 +87,12 @@ std::string metrics::render() const {
   counter("waggle_expired_events_reaped_total",
           "Expired events (NIP-40) deleted by the expiration reaper.",
           expired_events_reaped.load());
+  gauge("waggle_reads_queued", "Reads waiting in the reader pool for a session.",
+        reads_queued.load());
+  gauge("waggle_readers_busy", "Reader sessions running a read.", readers_busy.load());
+  counter("waggle_reads_withdrawn_total",
+          "Queued reads dropped before they ran because their caller gave up.",
+          reads_withdrawn.load());
   counter("waggle_channel_ttl_refresh_failures_total",
           "Batches whose channel TTL refresh failed (events kept; see the server log).",
           db::ttl_refresh_failures());

@@ -44,6 +44,9 @@ class metrics {
   std::atomic<uint64_t> events_duplicate{0};
   std::atomic<uint64_t> ingest_batches{0};
   std::atomic<uint64_t> expired_events_reaped{0};  // NIP-40, by the expiration reaper
+  std::atomic<int64_t> reads_queued{0};      // reads waiting in the reader pool for a session
+  std::atomic<int64_t> readers_busy{0};      // reader sessions running a read
+  std::atomic<uint64_t> reads_withdrawn{0};  // queued reads dropped because their caller gave up
   histogram ingest_batch_size;      // events per committed batch
   histogram commit_latency;         // seconds from BEGIN to COMMIT returning
   histogram ack_latency;            // seconds from frame received to OK sent

@@ -75,6 +75,7 @@ struct fake_reader_log {
     caf::typed_response_promise<access_reply> promise;
   };
   std::deque<held_access> access_requests;
+  std::vector<read_withdraw> withdrawals;  // what the connection withdrew (it talks to a pool)
 };
 
 inline caf::behavior fake_reader(caf::event_based_actor* self,
@@ -86,6 +87,8 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
       return promise;
     },
     [log](count_request&) { return count_reply{log->count, {}}; },
+    [log](read_withdraw& w) { log->withdrawals.push_back(std::move(w)); },
+    [](const reader_attach&) {},  // as a pool's session: the test says when it is idle
     [self, log](access_request& req) {
       auto promise = self->make_response_promise<access_reply>();
       log->access_requests.push_back({req, promise});

@@ -55,7 +55,7 @@ class connection_test : public actor_test {
     ingest_raw = spawn(fake_ingest, ingest_log);
     reader_raw = spawn(fake_reader, reader_log);
     ingest = caf::actor_cast<ingest_actor>(ingest_raw);
-    reader = caf::actor_cast<reader_actor>(reader_raw);
+    reader = caf::actor_cast<reader_pool_actor>(reader_raw);
     hub = spawn(hub_actor_impl, test_env());
     run();
   }
@@ -110,7 +110,7 @@ class connection_test : public actor_test {
   caf::actor ingest_raw;
   caf::actor reader_raw;
   ingest_actor ingest;
-  reader_actor reader;
+  reader_pool_actor reader;
   hub_actor hub;
   std::vector<std::shared_ptr<recording_sink>> sinks;
 };

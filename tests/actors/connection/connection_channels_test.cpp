@@ -54,7 +54,7 @@ class connection_channels_test : public actor_test {
     sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
-                                       caf::actor_cast<reader_actor>(reader_raw),
+                                       caf::actor_cast<reader_pool_actor>(reader_raw),
                                        caf::actor_cast<group_actor>(group_raw), {}, {}},
                       test_env(now), sink);
     run();

@@ -1,0 +1,137 @@
+// The reader pool's queue (docs/architecture.md, "reader pool"): sessions
+// take a read only when idle, by turns of community then requester, and a
+// withdrawn read never reaches a session. Under test_coordinator with a fake
+// session whose replies the test releases one at a time.
+//
+// Red check: with the base pool (reads dealt round-robin into the session
+// mailboxes at once), TakesTurnsByCommunityThenRequester saw the session
+// receive A1 A2 A3 A4 B1 C1 (one requester's backlog ahead of another
+// community), and WithdrawnReadsNeverReachASession saw all three reads run.
+
+#include "actors/reads/reader_pool.hpp"
+#include "tests/actors/actor_fixture.hpp"
+
+using namespace waggle;
+using namespace waggle::testing;
+
+namespace {
+
+struct client_log {
+  std::vector<std::string> replies;     // "ok" or the error's reason, in arrival order
+  std::vector<uint64_t> request_ids;    // of the reads it sent, in order
+};
+
+// Stands in for a connection: sends each history_request it is given to the
+// pool, and forwards withdrawals, so the pool sees it as the sender.
+caf::behavior read_client(caf::event_based_actor* self, reader_pool_actor pool,
+                          std::shared_ptr<client_log> log) {
+  return {
+    [self, pool, log](history_request& req) {
+      auto h = self->request(pool, caf::infinite, std::move(req));
+      log->request_ids.push_back(h.id().request_id().integer_value());
+      h.then([log](history_reply& r) { log->replies.push_back(r.err.ok() ? "ok" : r.err.reason); },
+             [log](caf::error&) { log->replies.push_back("error"); });
+    },
+    [self, pool](read_withdraw& w) { self->send(pool, std::move(w)); },
+  };
+}
+
+history_request read_of(int64_t community, const std::string& tag) {
+  history_request req;
+  req.community_id = community;
+  proto::filter f;
+  f.tags['t'] = {tag};
+  req.filters.push_back(f);
+  return req;
+}
+
+class reader_pool_test : public actor_test {
+ protected:
+  reader_pool_test() {
+    session_raw = spawn(fake_reader, session_log);
+    pool = spawn(reader_pool_impl,
+                 std::vector<reader_session_actor>{
+                   caf::actor_cast<reader_session_actor>(session_raw)},
+                 test_env());
+    run();
+  }
+  ~reader_pool_test() override { session_log->held_requests.clear(); }
+
+  caf::actor client(std::shared_ptr<client_log> log) { return spawn(read_client, pool, log); }
+  void read(const caf::actor& c, int64_t community, const std::string& tag) {
+    caf::anon_send(c, read_of(community, tag));
+    run();
+  }
+  // The tag of every read the session has received, in order.
+  std::vector<std::string> seen() {
+    std::vector<std::string> out = served;
+    for (auto& h : session_log->held_requests)
+      out.push_back(h.req.filters[0].tags.at('t')[0]);
+    return out;
+  }
+  void release() {
+    served.push_back(session_log->held_requests.front().req.filters[0].tags.at('t')[0]);
+    caf::anon_send(session_raw, caf::atom("reply"), std::vector<std::string>{});
+    caf::anon_send(pool, reader_idle{0});  // what a real session sends after each read
+    run();
+  }
+
+  std::shared_ptr<fake_reader_log> session_log = std::make_shared<fake_reader_log>();
+  caf::actor session_raw;
+  reader_pool_actor pool;
+  std::vector<std::string> served;
+};
+
+}  // namespace
+
+TEST_F(reader_pool_test, TakesTurnsByCommunityThenRequester) {
+  auto a_log = std::make_shared<client_log>(), b_log = std::make_shared<client_log>(),
+       c_log = std::make_shared<client_log>();
+  auto a = client(a_log), b = client(b_log), c = client(c_log);
+  for (auto tag : {"A1", "A2", "A3", "A4"})
+    read(a, 1, tag);  // community 1, connection a: a backlog
+  read(b, 2, "B1");   // community 2
+  read(c, 1, "C1");   // community 1, another connection
+  // One session, busy with A1: the rest waits in the pool, not in its mailbox.
+  EXPECT_EQ(seen(), std::vector<std::string>{"A1"});
+  for (int i = 0; i < 5; ++i)
+    release();
+  EXPECT_EQ(seen(), (std::vector<std::string>{"A1", "B1", "C1", "A2", "A3", "A4"}));
+  release();
+  EXPECT_EQ(a_log->replies, std::vector<std::string>(4, "ok"));
+  EXPECT_EQ(b_log->replies, std::vector<std::string>{"ok"});
+  EXPECT_EQ(c_log->replies, std::vector<std::string>{"ok"});
+}
+
+TEST_F(reader_pool_test, ARequesterJustServedWaitsBehindOneThatWasNot) {
+  auto a_log = std::make_shared<client_log>(), c_log = std::make_shared<client_log>();
+  auto a = client(a_log), c = client(c_log);
+  read(a, 1, "A1");
+  read(a, 1, "A2");
+  release();          // A1 done; A2 runs
+  read(c, 1, "C1");   // C arrives while A2 runs
+  read(a, 1, "A3");   // A's queue had run dry: A3 still goes behind C1
+  release();
+  release();
+  EXPECT_EQ(seen(), (std::vector<std::string>{"A1", "A2", "C1", "A3"}));
+}
+
+TEST_F(reader_pool_test, WithdrawnReadsNeverReachASession) {
+  auto a_log = std::make_shared<client_log>();
+  auto a = client(a_log);
+  read(a, 1, "A1");
+  read(a, 1, "A2");
+  read(a, 1, "A3");
+  read(a, 1, "A4");
+  // A2 by its request id, then everything else A has queued. Withdrawn
+  // reads are never answered: nobody waits for them.
+  caf::anon_send(a, read_withdraw{{a_log->request_ids[1]}, false});
+  run();
+  caf::anon_send(a, read_withdraw{{}, true});
+  run();
+  EXPECT_TRUE(a_log->replies.empty());
+  release();  // A1 was already running: it finishes and is answered
+  EXPECT_EQ(seen(), std::vector<std::string>{"A1"});
+  EXPECT_EQ(a_log->replies, std::vector<std::string>{"ok"});
+  EXPECT_TRUE(session_log->held_requests.empty());
+}
