@@ -32,8 +32,10 @@ void roster_state::publish() {
   dirty = false;
   self
     ->request(group, caf::infinite, roster_publish_request{community_id, channel, env.unix_now()})
-    .then(traced_reply<roster_publish_reply>(
-            self, env, [this](roster_publish_reply& reply) { on_published(reply); }),
+    // Not traced: the reply comes from the group actor, which a replay runs
+    // for real (it records the session's reply it passes on), so a replay
+    // has no stand-in that could inject this one.
+    .then([this](roster_publish_reply& reply) { on_published(reply); },
           [this](caf::error& err) { on_publish_failed(err); });
 }
 

@@ -120,11 +120,13 @@ void reader_pool_state::init(reader_pool_ptr self_ptr, std::vector<reader_sessio
 
 template <class Reply, class Req>
 caf::typed_response_promise<Reply> reader_pool_state::take(Req&& req) {
-  auto promise = self->make_response_promise<Reply>();
+  // Sender and request id first: make_response_promise moves them out of the
+  // current message (CAF 0.17), leaving current_sender() null.
   queued_read read;
   read.community = req.community_id;
   read.from = caf::actor_cast<caf::actor_addr>(self->current_sender());
   read.request_id = self->current_message_id().request_id().integer_value();
+  auto promise = self->make_response_promise<Reply>();
   // Delegated: the session answers the requester directly (and records the
   // exchange as its own, as before the pool held a queue).
   read.run = [this, promise, req = std::move(req)](size_t k) mutable {

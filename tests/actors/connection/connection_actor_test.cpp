@@ -65,6 +65,9 @@ class connection_test : public actor_test {
     settings.community_id = 1;
     settings.host = "chat.example";
     settings.max_subscriptions = max_subscriptions;
+    // The fake reader holds reads until a test answers them: the read bound
+    // (read_admission_test tests it) must not cut in first.
+    settings.reads.max_in_flight = 1000;
     auto sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
                             connection_peers{ingest, hub, reader, {}, {}, {}}, test_env(now), sink);

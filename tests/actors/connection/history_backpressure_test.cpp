@@ -54,7 +54,7 @@ class history_test : public actor_test {
     settings.subscription_budget = budget;
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
-                                       caf::actor_cast<reader_actor>(reader_raw), {}, {}, {}},
+                                       caf::actor_cast<reader_pool_actor>(reader_raw), {}, {}, {}},
                       test_env(now), sink);
     run();
     sink->take();  // the challenge
