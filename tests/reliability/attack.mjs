@@ -84,9 +84,14 @@ class Client {
   close() { try { this.ws.terminate() } catch {} }
 }
 
+// The address this process stands for (run gives the probe, the attacker and
+// the seeder different ones): the relay trusts 127.0.0.1 as a proxy, so
+// per-address limits tell them apart as they would real clients.
+function xff() { return process.env.WAGGLE_XFF ? { 'X-Forwarded-For': process.env.WAGGLE_XFF } : {} }
+
 function open(url, host, { timeoutMs = 10000 } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { Host: host }, perMessageDeflate: false,
+    const ws = new WebSocket(url, { headers: { Host: host, ...xff() }, perMessageDeflate: false,
       handshakeTimeout: timeoutMs })
     let done = false
     const finish = (err, v) => { if (done) return; done = true; err ? reject(err) : resolve(v) }
@@ -315,7 +320,7 @@ async function probe() {
   const healthz = (t) => new Promise((resolve) => {
     const t0 = now()
     const req = http.get({ host: '127.0.0.1', port: new URL(opt.url).port, path: '/healthz',
-      headers: { Host: hostHeader() }, timeout: 5000 }, (r) => {
+      headers: { Host: hostHeader(), ...xff() }, timeout: 5000 }, (r) => {
       let body = ''
       r.on('data', (d) => { body += d })
       r.on('end', () => resolve({ t, ok: r.statusCode === 200, why: `${r.statusCode} ${body.trim()}`.slice(0, 60), ms: now() - t0 }))
