@@ -28,7 +28,16 @@ bool http_session::admit_request(std::string_view path) {
   // A trusted proxy speaks for its client: X-Forwarded-For names it, and it
   // is that address that is capped, blocked (NIP-86) and shown to policy.
   if (admission_ == admission::open && is_trusted_proxy(peer_ip_, st_->trusted)) {
-    remote_ip_ = effective_client_ip(peer_ip_, req_["X-Forwarded-For"], st_->trusted);
+    // Every X-Forwarded-For line, in order: a proxy that appends its own
+    // line (rather than extending the client's) must not let the client's
+    // first line speak for it (RFC 9110 §5.3: lines of one field combine).
+    std::string forwarded;
+    for (auto [it, end] = req_.equal_range("X-Forwarded-For"); it != end; ++it) {
+      if (!forwarded.empty())
+        forwarded += ", ";
+      forwarded += std::string(it->value());
+    }
+    remote_ip_ = effective_client_ip(peer_ip_, forwarded, st_->trusted);
     auto v = slot_->move_ip(remote_ip_);
     if (v == ip_table::verdict::too_many)
       admission_ = admission::too_many;

@@ -429,7 +429,8 @@ void connection_state::on_count(proto::count_msg&& req) {
   auto asked = self->request(peers.reader, settings.read_timeout,
                              count_request{settings.community_id, std::move(req.filters),
                                            std::move(access)});
-  reads.at_pool(ticket, asked.id().request_id().integer_value());
+  const auto request_id = asked.id().request_id().integer_value();
+  reads.at_pool(ticket, request_id);
   std::move(asked).then(
     traced_reply<count_reply>(self, env, [this, sub_id, ticket](count_reply& reply) {
       reads.done(ticket);
@@ -438,8 +439,11 @@ void connection_state::on_count(proto::count_msg&& req) {
       else
         send(proto::render_count(sub_id, reply.count));
     }),
-    [this, sub_id, ticket](caf::error&) {
+    [this, sub_id, ticket, request_id](caf::error&) {
       reads.done(ticket);
+      // Timed out: still queued at the pool, it must not run for nobody (and
+      // its freed slot must not let a backlog grow past the bound).
+      self->send(peers.reader, read_withdraw{{request_id}, false});
       send(proto::render_closed(sub_id, "error: count failed"));
     });
 }
@@ -558,6 +562,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       st.sink->close(1011, "relay component restarted; reconnect");
       st.closed = true;
     }
+    st.withdraw_all_reads();  // nobody will take their answers
     self->quit();
   });
   st.start();

@@ -135,6 +135,8 @@ struct connection_state {
   void on_live(const live_event& msg);
   void on_drain();
   void on_socket_closed();
+  // Takes back every read of this connection still queued at the pool.
+  void withdraw_all_reads();
   void on_drained(const socket_drained& room);
   void on_revoked(const channel_revoked& msg);
   void on_revoked(const access_revoked& msg);
@@ -173,7 +175,6 @@ struct connection_state {
   void arm_drain();
   bool admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
                   const std::vector<proto::filter>& filters);
-  void withdraw_all_reads();
   bool is_current(const std::string& sub_id, uint64_t generation) const;
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();
