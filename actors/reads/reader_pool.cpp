@@ -199,7 +199,15 @@ reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
       self->state.on_withdraw(caf::actor_cast<caf::actor_addr>(self->current_sender()), msg);
     },
     // -- sessions ---------------------------------------------------------------
-    [self](const reader_idle& msg) { self->state.on_idle(msg.index); },
+    [self](const reader_idle& msg) {
+      // Recorded: when the pool learns a session is free decides which read
+      // it deals next, so a replay feeds it at this point (docs/traces.md).
+      auto& env = self->state.env;
+      if (env.trace && env.trace->node_level())
+        env.trace->record(env.actor, "reader_idle",
+                          trace_fields{}.str("type", std::to_string(msg.index)));
+      self->state.on_idle(msg.index);
+    },
   };
 }
 

@@ -90,9 +90,8 @@ void replay_player::deliver(const std::string& name, uint64_t index, const std::
   if (doc.HasParseError() || !h.deliver(doc))
     diverge({current_seq, name, "db_reply", json, "a " + h.reply_type + " cannot be read from it"});
   h.deliver = nullptr;  // drops the promise
-  if (s.pool && (h.reply_type == "history_reply" || h.reply_type == "count_reply"
-                 || h.reply_type == "access_reply"))
-    caf::anon_send(s.pool, reader_idle{s.pool_index});
+  // No reader_idle here: the trace records when the pool took it
+  // ("reader_idle"), and the replay feeds it there (trace_replay.cpp).
 }
 
 caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
@@ -189,6 +188,7 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
     }
   };
   return {
+    [pool](caf::atom_value, uint64_t index) { caf::anon_send(pool, reader_idle{index}); },
     [hold](history_request& req) { hold(std::move(req)); },
     [hold](count_request& req) { hold(std::move(req)); },
     [hold](access_request& req) { hold(std::move(req)); },

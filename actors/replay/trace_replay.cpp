@@ -342,7 +342,7 @@ bool replayer::step(const record& r, replay_outcome& out) {
   player_->current_seq = r.seq;
   static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
                                             "http_in", "timer",   "input",     "ingest_in",
-                                            "reader_in", "reply_in"};
+                                            "reader_in", "reader_idle", "reply_in"};
   if (fed.count(r.kind))
     player_->last_fed = r.seq;
   if (feed_client(r) || feed_node(r))
@@ -443,6 +443,17 @@ bool replayer::feed_node(const record& r) {
     input(gate_, caf::make_message(caf::atom("forward"), r.from, r.id));
   } else if (k == "reader_in") {
     input(reader_gate_, caf::make_message(caf::atom("forward"), r.from, r.type));
+  } else if (k == "reader_idle") {
+    // The pool heard a session was idle here, between the same reads as
+    // live: it deals the next read to the same session, in the same order.
+    uint64_t index = 0;
+    try {
+      index = std::stoull(r.type);
+    } catch (const std::exception&) {
+      diverge(r, "a reader_idle", "no session index");
+      return true;
+    }
+    input(reader_gate_, caf::make_message(caf::atom("idle"), index));
   } else if (k == "reply_in") {
     take_reply(r);
   } else if (k == "reading") {
