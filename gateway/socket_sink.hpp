@@ -6,6 +6,7 @@
 // thread); tests implement it by recording frames. Keeping the socket behind
 // this edge is what lets the connection actor run under test_coordinator.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,6 +38,11 @@ class socket_sink {
   // deadline and stops counting the socket as unauthenticated. A default, so
   // sinks that have no deadline (tests, replay) need not care.
   virtual void authenticated() {}
+  // Stop reading the client's frames for `how_long` (a client flooding
+  // refused frames, docs/protocol.md "Refusal pacing"); a later call may
+  // extend the pause, never shorten it. Frames already read still arrive;
+  // writes go on. Sinks that do not read (tests, replay) ignore it.
+  virtual void pause_reading(std::chrono::milliseconds how_long) { (void) how_long; }
 };
 
 using socket_sink_ptr = std::shared_ptr<socket_sink>;

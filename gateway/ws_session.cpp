@@ -1,5 +1,7 @@
 #include "gateway/ws_session.hpp"
 
+#include <algorithm>
+
 #include <caf/send.hpp>
 
 #include "gateway/log.hpp"
@@ -36,6 +38,9 @@ class session_sink final : public socket_sink {
   void authenticated() override {
     gate_->post_to(s_, [](ws_session& s) { s.mark_authenticated(); });
   }
+  void pause_reading(std::chrono::milliseconds how_long) override {
+    gate_->post_to(s_, [how_long](ws_session& s) { s.pause_reading(how_long); });
+  }
 
  private:
   std::weak_ptr<ws_session> s_;
@@ -57,7 +62,8 @@ ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state>
     slot_(std::move(slot)),
     close_timer_(ws_.get_executor()),
     auth_timer_(ws_.get_executor()),
-    stall_timer_(ws_.get_executor()) {}
+    stall_timer_(ws_.get_executor()),
+    pause_timer_(ws_.get_executor()) {}
 
 ws_session::~ws_session() {
   // Normally finish() already ran; if the io_context was stopped with the
@@ -132,6 +138,34 @@ void ws_session::do_read() {
   ws_.async_read(buffer_, beast::bind_front_handler(&ws_session::on_read, shared_from_this()));
 }
 
+void ws_session::pause_reading(std::chrono::milliseconds how_long) {
+  read_resume_at_ = std::max(read_resume_at_, std::chrono::steady_clock::now() + how_long);
+}
+
+void ws_session::read_next() {
+  if (read_waiting_)
+    return;
+  if (std::chrono::steady_clock::now() >= read_resume_at_) {
+    if (held_frame_) {
+      // The frame that completed the read pending when the pause came.
+      auto frame = std::move(*held_frame_);
+      held_frame_.reset();
+      if (!closing_ && actor_)
+        caf::anon_send(actor_, socket_frame{std::move(frame)});
+    }
+    return do_read();
+  }
+  // Not reading leaves the flood in the kernel's buffers and, once those are
+  // full, in the client's: TCP's own flow control does the pacing.
+  read_waiting_ = true;
+  pause_timer_.expires_at(read_resume_at_);
+  pause_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    self->read_waiting_ = false;
+    if (!ec && !self->finished_)
+      self->read_next();
+  });
+}
+
 void ws_session::on_read(beast::error_code ec, std::size_t) {
   if (ec) {
     // message_too_big: Beast has already sent close 1009 and torn down.
@@ -147,10 +181,14 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
   }
   // Nostr clients send text; binary frames are forwarded as text too and the
   // connection actor rejects whatever is not valid JSON.
-  if (!closing_ && actor_)
+  // A read is always pending, so a pause finds one frame already on its way:
+  // held until the pause ends, like the frames behind it.
+  if (std::chrono::steady_clock::now() < read_resume_at_)
+    held_frame_ = beast::buffers_to_string(buffer_.data());
+  else if (!closing_ && actor_)
     caf::anon_send(actor_, socket_frame{beast::buffers_to_string(buffer_.data())});
   buffer_.consume(buffer_.size());
-  do_read();
+  read_next();
 }
 
 void ws_session::enqueue(std::string frame) {
@@ -308,6 +346,7 @@ void ws_session::finish(bool in_destructor) {
     close_timer_.cancel();
     auth_timer_.cancel();
     stall_timer_.cancel();
+    pause_timer_.cancel();
   }
   // A write still in flight owns queue_.front()'s buffer until it completes
   // (on_write, or the destructor, gives its bytes back then).

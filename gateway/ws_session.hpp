@@ -49,6 +49,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // The connection's first AUTH succeeded: no deadline, no longer counted
   // as unauthenticated.
   void mark_authenticated();
+  // socket_sink::pause_reading, on the strand: the next read waits until then.
+  void pause_reading(std::chrono::milliseconds how_long);
   // Dropped for the node-wide outbound budget (another session found this
   // one's queue the biggest).
   void shed();
@@ -63,6 +65,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void configure();
   void on_accept(boost::beast::error_code ec);
   void do_read();
+  // The next read: at once, or when a pause asked for by the actor ends.
+  void read_next();
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void drop_slow_consumer();
   bool below_low_water() const;
@@ -96,6 +100,10 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   boost::asio::steady_timer close_timer_;
   boost::asio::steady_timer auth_timer_;
   boost::asio::steady_timer stall_timer_;
+  boost::asio::steady_timer pause_timer_;
+  std::chrono::steady_clock::time_point read_resume_at_{};  // reading paused until then
+  bool read_waiting_ = false;  // pause_timer_ holds the next read
+  std::optional<std::string> held_frame_;  // read during a pause, forwarded after it
   connection_actor actor_;
 
   std::deque<std::string> queue_;

@@ -53,10 +53,29 @@ void connection_state::send(std::string frame) {
     sink->send_text(std::move(frame));
 }
 
+void connection_state::paced_refusal() {
+  // The clock is read from the source, unrecorded, as for the read buckets:
+  // a replay's clock stands still and its sink cannot pause anyway.
+  auto now = env.sources.steady_now ? env.sources.steady_now() : bucket_clock::now();
+  auto pause = pacer.on_refusal(now, settings.refusals);
+  if (pause.count() <= 0 || closed)
+    return;
+  if (env.stats)
+    env.stats->count_refused("refusal_pacing");
+  sink->pause_reading(pause);
+}
+
+void connection_state::refuse_read(const std::string& sub_id, const std::string& message) {
+  send(proto::render_closed(sub_id, message));
+  paced_refusal();
+}
+
 void connection_state::on_frame(const std::string& text) {
   auto parsed = proto::parse_client_message(text, settings.limits);
   if (auto* err = std::get_if<proto::parse_error>(&parsed)) {
     using rk = proto::parse_error::reply_kind;
+    if (err->reply != rk::ok)  // reject() paces the OK itself
+      paced_refusal();
     switch (err->reply) {
       case rk::ok:
         reject(err->ref, err->err);
@@ -95,6 +114,7 @@ void connection_state::send_ok(const std::string& id, bool accepted, const std::
 
 void connection_state::reject(const std::string& id, const status& st) {
   answer_with(id, answer_for(st));
+  paced_refusal();
 }
 
 void connection_state::answer_with(const std::string& id, const answer& a) {
@@ -238,16 +258,16 @@ void connection_state::on_auth(proto::event&& ev) {
 
 void connection_state::on_req(proto::req_msg&& req) {
   if (authed.empty())
-    return (void) send(proto::render_closed(
-      req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
+    return refuse_read(req.sub_id,
+                       status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message());
   if (draining)
     return (void) send(proto::render_closed(req.sub_id, "error: relay is shutting down"));
   auto existing = subs.find(req.sub_id);
   if (existing == subs.end() && subs.size() >= settings.max_subscriptions)
-    return (void) send(proto::render_closed(
-      req.sub_id, status{ec::rate_limited, "too many subscriptions on this connection (max "
-                                              + std::to_string(settings.max_subscriptions) + ")"}
-                    .message()));
+    return refuse_read(req.sub_id,
+                       status{ec::rate_limited, "too many subscriptions on this connection (max "
+                                                  + std::to_string(settings.max_subscriptions) + ")"}
+                         .message());
   if (existing != subs.end())
     drop_subscription(req.sub_id);  // a repeated id replaces the subscription
   auto generation = ++next_generation;
@@ -419,8 +439,8 @@ void connection_state::on_live(const live_event& msg) {
 
 void connection_state::on_count(proto::count_msg&& req) {
   if (authed.empty())
-    return (void) send(proto::render_closed(
-      req.sub_id, status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message()));
+    return refuse_read(req.sub_id,
+                       status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message());
   auto sub_id = req.sub_id;
   auto ticket = ++next_generation;
   if (!admit_read(sub_id, ticket, true, req.filters))
@@ -459,7 +479,7 @@ bool connection_state::admit_read(const std::string& sub_id, uint64_t ticket, bo
     return true;
   if (env.stats)
     env.stats->count_refused(refused.label);
-  send(proto::render_closed(sub_id, refused.st.message()));
+  refuse_read(sub_id, refused.st.message());
   return false;
 }
 

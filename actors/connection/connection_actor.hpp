@@ -18,6 +18,7 @@
 #include "actors/connection/policy_gate.hpp"
 #include "actors/connection/subscription_memory.hpp"
 #include "actors/connection/read_admission.hpp"
+#include "actors/connection/refusal_pacer.hpp"
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
@@ -62,6 +63,7 @@ struct connection_settings {
   // query ends in the database before its caller gives up on it.
   caf::timespan read_timeout = std::chrono::seconds(30);
   read_admission_settings reads;  // in-flight bound and token buckets
+  refusal_pacing refusals;        // when a flood of refused frames pauses reading
   policy_gate_settings write_policy;
 };
 
@@ -124,6 +126,7 @@ struct connection_state {
   bool drain_armed = false;
   size_t events_in_flight = 0;
   read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
+  refusal_pacer pacer;   // refusals answered, and when the socket last paused for them
   bool draining = false;
   bool closed = false;
   bool invite_in_flight = false;  // one invite request at a time per connection
@@ -154,6 +157,11 @@ struct connection_state {
   void on_close(const proto::close_msg& msg);
   void send_ok(const std::string& id, bool accepted, const std::string& message);
   void reject(const std::string& id, const status& st);
+  // CLOSED for a REQ/COUNT refused before it ran; paced like every refusal.
+  void refuse_read(const std::string& sub_id, const std::string& message);
+  // Counts one refusal of a client frame and, past the pacing burst, asks the
+  // socket to stop reading for a while (refusal_pacer.hpp).
+  void paced_refusal();
   void answer_with(const std::string& id, const answer& a);
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
   void dispatch(event_ptr ev, admission admitted);

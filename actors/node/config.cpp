@@ -228,6 +228,17 @@ const std::vector<option>& options() {
     {{"--read-burst-address", "WAGGLE_READ_BURST_ADDRESS", "read token burst per address",
       "10000"},
      number(&node_config::read_burst_address)},
+    {{"--refusal-rate", "WAGGLE_REFUSAL_RATE",
+      "refused frames forgiven per second per connection; past the burst the socket stops "
+      "being read for a while (0 = never)",
+      "20"},
+     number(&node_config::refusal_rate)},
+    {{"--refusal-burst", "WAGGLE_REFUSAL_BURST",
+      "refused frames a connection may get before its reading is paused", "100"},
+     number(&node_config::refusal_burst)},
+    {{"--refusal-max-pause-ms", "WAGGLE_REFUSAL_MAX_PAUSE_MS",
+      "the longest pause of a flooding connection's reading", "10000"},
+     number(&node_config::refusal_max_pause_ms)},
     {{"--ping-seconds", "WAGGLE_PING_SECONDS", "WebSocket ping interval", "30"},
      number(&node_config::ping_seconds)},
     {{"--drain-seconds", "WAGGLE_DRAIN_SECONDS", "bound on graceful shutdown", "10"},
@@ -346,6 +357,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
       || cfg.read_burst_pubkey < 0 || cfg.read_rate_address < 0 || cfg.read_burst_address < 0)
     return {ec::invalid, "max-reads-in-flight and read-timeout-ms must be at least 1, the other "
                          "read limits at least 0"};
+  if (cfg.refusal_rate < 0 || cfg.refusal_burst < 0 || cfg.refusal_max_pause_ms < 0)
+    return {ec::invalid, "refusal-rate, refusal-burst and refusal-max-pause-ms must be at least 0"};
   // A query must end in the database before its caller stops waiting for
   // it, or it runs on for nobody.
   if (cfg.read_statement_timeout_ms == 0 || cfg.read_statement_timeout_ms >= cfg.read_timeout_ms)

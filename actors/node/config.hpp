@@ -61,6 +61,12 @@ struct node_config {
   int64_t read_burst_pubkey = 4000;
   int64_t read_rate_address = 5000;
   int64_t read_burst_address = 10000;
+  // Refusal pacing (docs/protocol.md): refused frames forgiven per second,
+  // the burst before a flooding socket stops being read (rate 0 = off), and
+  // the longest pause.
+  int64_t refusal_rate = 20;
+  int64_t refusal_burst = 100;
+  int64_t refusal_max_pause_ms = 10000;
   int ping_seconds = 30;
   int drain_seconds = 10;
   int ttl_reap_seconds = 60;     // TTL reaper sweep interval (0 = off)

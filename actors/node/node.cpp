@@ -194,6 +194,9 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.reads.max_in_flight = cfg.max_reads_in_flight;
   settings.reads.per_connection = {static_cast<double>(cfg.read_rate_connection),
                                    static_cast<double>(cfg.read_burst_connection)};
+  settings.refusals.per_second = static_cast<double>(cfg.refusal_rate);
+  settings.refusals.burst = static_cast<double>(cfg.refusal_burst);
+  settings.refusals.max_pause = std::chrono::milliseconds(cfg.refusal_max_pause_ms);
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";

@@ -87,11 +87,21 @@ class Client {
 // The address this process stands for (run gives the probe, the attacker and
 // the seeder different ones): the relay trusts 127.0.0.1 as a proxy, so
 // per-address limits tell them apart as they would real clients.
-function xff() { return process.env.WAGGLE_XFF ? { 'X-Forwarded-For': process.env.WAGGLE_XFF } : {} }
+function xff(addr) {
+  const a = addr || process.env.WAGGLE_XFF
+  return a ? { 'X-Forwarded-For': a } : {}
+}
+// The address of the i-th connection of a many-connection attack: with --spread N (the
+// default for sub-memory and no-read is one address per connection) the attacker stands for
+// N different hosts, as a botnet would, so that per-address limits do not hide the attack.
+function spreadAddress(i) {
+  const n = num('spread', 0)
+  return n > 0 ? `198.51.100.${(i % n) % 250 + 1}` : undefined
+}
 
-function open(url, host, { timeoutMs = 10000 } = {}) {
+function open(url, host, { timeoutMs = 10000, address } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { Host: host, ...xff() }, perMessageDeflate: false,
+    const ws = new WebSocket(url, { headers: { Host: host, ...xff(address) }, perMessageDeflate: false,
       handshakeTimeout: timeoutMs })
     let done = false
     const finish = (err, v) => { if (done) return; done = true; err ? reject(err) : resolve(v) }
@@ -126,8 +136,8 @@ async function authenticate(c, sk, relayUrl, timeoutMs = 10000) {
 const hostHeader = () => `${opt.host}:${opt.port || new URL(opt.url).port}`
 const relayUrl = () => `ws://${hostHeader()}`
 
-async function connectAuthed(timeoutMs = 10000) {
-  const c = await open(opt.url, hostHeader(), { timeoutMs })
+async function connectAuthed(timeoutMs = 10000, address) {
+  const c = await open(opt.url, hostHeader(), { timeoutMs, address })
   try {
     await authenticate(c, opt.sk, relayUrl(), timeoutMs)
   } catch (e) { c.close(); throw e }
@@ -449,9 +459,9 @@ async function subMemory(ctx) {
   const seen = { connections: 0, reqs_sent: 0, bytes_sent: 0, eose: 0, closed: {}, refused: {} }
   const cs = []
   const word = () => randomBytes(3).toString('base64url').slice(0, 4)
-  await Promise.all(Array.from({ length: conns }, async () => {
+  await Promise.all(Array.from({ length: conns }, async (_, i) => {
     let c
-    try { c = await connectAuthed() } catch (e) { bump(seen.refused, e.why || e.message); return }
+    try { c = await connectAuthed(10000, spreadAddress(i)) } catch (e) { bump(seen.refused, e.why || e.message); return }
     seen.connections++
     cs.push(c)
     for (let s = 0; s < subs && !ctx.over(); ++s) {
@@ -480,7 +490,7 @@ async function noRead(ctx) {
   const cs = []
   await Promise.all(Array.from({ length: n }, async (_, i) => {
     let c
-    try { c = await connectAuthed() } catch (e) { bump(seen.refused, e.why || e.message); return }
+    try { c = await connectAuthed(10000, spreadAddress(i)) } catch (e) { bump(seen.refused, e.why || e.message); return }
     seen.connected++
     cs.push(c)
     c.send(['REQ', `big${i}`, { authors: [opt['big-author']], limit: 500 }])

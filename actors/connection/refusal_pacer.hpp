@@ -1,0 +1,46 @@
+#pragma once
+
+// Refusal pacing (docs/protocol.md, "Refusal pacing"): every frame a
+// connection gets refused for (invalid, rate-limited, auth-required, ...)
+// still costs the node a parse, a rendering and a write. A client that keeps
+// sending them after its refusals is flooding, so past a burst its refusals
+// go into debt and the socket stops reading until the debt is paid: the
+// kernel's receive window then holds the flood back, for free, instead of
+// the node answering it frame by frame. Well-behaved clients, which are
+// refused now and then, never reach the burst.
+// A plain class with the clock passed in, so the arithmetic has unit tests.
+
+#include <chrono>
+
+#include "actors/support/token_bucket.hpp"
+
+namespace waggle {
+
+struct refusal_pacing {
+  double per_second = 20;  // refusals forgiven per second; 0 = no pacing
+  double burst = 100;      // refusals before pacing starts
+  // The longest single pause, and so the most debt a flood can run up: the
+  // session pauses reading, it does not close, so a client that stops
+  // flooding is back to normal within this time.
+  std::chrono::milliseconds max_pause{10000};
+  bool off() const { return per_second <= 0 || burst <= 0; }
+};
+
+class refusal_pacer {
+ public:
+  // Counts one refusal at `now`. Returns how long the socket should stop
+  // reading, from now; zero when it need not, or when the pause already
+  // asked for covers the debt (within a tenth of a second, so a flood asks
+  // the session a few times per pause, not once per frame).
+  std::chrono::milliseconds on_refusal(bucket_clock::time_point now, const refusal_pacing& p);
+  // Refusals that may still be made now before pacing starts (negative: debt).
+  double credit(bucket_clock::time_point now, const refusal_pacing& p) const;
+
+ private:
+  bool used_ = false;
+  double credit_ = 0;
+  bucket_clock::time_point last_{};
+  bucket_clock::time_point paused_until_{};
+};
+
+}  // namespace waggle
