@@ -1,10 +1,16 @@
 // Ephemeral events (20000-29999) on a connection, under test_coordinator
-// with a fake hub that holds its acks (issue 13): each one counts in flight
-// until the hub has fanned it out, so a flood meets --max-events-in-flight
-// (OK false rate-limited:) like stored events.
+// with a fake hub that holds its acks and a fake pool that holds access
+// checks (issue 13):
+// - each one counts in flight until the hub has fanned it out, so a flood
+//   meets --max-events-in-flight (OK false rate-limited:) like stored events;
+// - the access check of one in a channel is a read: it takes one of the
+//   connection's --max-reads-in-flight slots, and is withdrawn at the pool
+//   when the socket closes or the check times out.
 //
-// Red check: without the in-flight count in hand_to_hub the fifth event
-// went to the hub (5 held acks, no refusal).
+// Red checks: without the in-flight count in hand_to_hub the fifth event
+// went to the hub (5 held acks, no refusal); with the access check outside
+// read admission the third typing event's check went to the pool (3 held
+// checks, no refusal) and closing the socket withdrew nothing.
 
 #include <deque>
 
@@ -91,6 +97,11 @@ class ephemeral_test : public actor_test {
     caf::anon_send(hub_raw, caf::atom("ack"));
     run();
   }
+  void grant_next(const std::string& channel) {
+    caf::anon_send(reader_raw, caf::atom("access"),
+                   access_reply{{{channel, false, {proto::pubkey_of(alice_sk)}}}, {}, {}});
+    run();
+  }
 
   connection_settings settings;
   node_env env = test_env(now);
@@ -128,4 +139,49 @@ TEST_F(ephemeral_test, EphemeralEventsBeyondTheInFlightCapAreRateLimitedWhileThe
   send(event_frame(next));
   EXPECT_TRUE(sink->take().empty());
   EXPECT_EQ(hub_log->held_publishes.size(), 4u);
+}
+
+TEST_F(ephemeral_test, ChannelAccessChecksTakeReadSlotsAndAreWithdrawnWhenTheSocketCloses) {
+  open_authed(512, 2);
+  auto t1 = ephemeral("1", {{"h", "ops"}});
+  auto t2 = ephemeral("2", {{"h", "ops"}});
+  auto t3 = ephemeral("3", {{"h", "ops"}});
+  send(event_frame(t1));
+  send(event_frame(t2));
+  send(event_frame(t3));
+  EXPECT_EQ(reader_log->access_requests.size(), 2u) << "a third check went to the pool";
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_ok(
+                            t3.id, false, "rate-limited: too many queries in flight")});
+  // The slots are the ones REQ and COUNT use.
+  send(R"(["COUNT","c",{"kinds":[1]}])");
+  EXPECT_EQ(sink->take(),
+            std::vector<std::string>{R"(["CLOSED","c","rate-limited: too many queries in flight"])"});
+  // An answered check gives its slot back, and the event goes on to the hub.
+  grant_next("ops");
+  EXPECT_EQ(hub_log->held_publishes.size(), 1u);
+  auto t4 = ephemeral("4", {{"h", "ops"}});
+  send(event_frame(t4));
+  EXPECT_EQ(reader_log->access_requests.size(), 2u);
+  EXPECT_TRUE(reader_log->withdrawals.empty());
+  caf::anon_send(conn, socket_closed{});
+  run();
+  ASSERT_EQ(reader_log->withdrawals.size(), 1u) << "the queued checks were left at the pool";
+  EXPECT_TRUE(reader_log->withdrawals[0].all);
+}
+
+TEST_F(ephemeral_test, ATimedOutAccessCheckIsWithdrawnAndFreesItsSlot) {
+  open_authed(512, 1);
+  auto t1 = ephemeral("1", {{"h", "ops"}});
+  send(event_frame(t1));
+  ASSERT_EQ(reader_log->access_requests.size(), 1u);
+  sched().advance_time(settings.read_timeout);
+  run();
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_ok(
+                            t1.id, false, "error: access check failed")});
+  ASSERT_EQ(reader_log->withdrawals.size(), 1u);
+  EXPECT_FALSE(reader_log->withdrawals[0].all);
+  EXPECT_EQ(reader_log->withdrawals[0].requests.size(), 1u);
+  auto t2 = ephemeral("2", {{"h", "ops"}});
+  send(event_frame(t2));
+  EXPECT_TRUE(sink->take().empty()) << "the timed-out check kept its slot";
 }
