@@ -26,7 +26,14 @@ bool group_queue::push(item it) {
     ++c.bounded;
   ++c.total;
   ++waiting_;
-  si->second.items.push_back(std::move(it));
+  ++si->second.items;
+  auto seq = ++seq_;
+  auto& channel = c.channels[it.channel];
+  // Behind an older item of its channel, or one out: not its turn yet
+  // (done() or the older one's leaving makes it ready).
+  if (channel.empty() && !out_.count({it.community_id, it.channel}))
+    si->second.ready.insert({seq, it.channel});
+  channel.push_back({std::move(it), seq});
   return true;
 }
 
@@ -37,11 +44,11 @@ std::optional<group_queue::item> group_queue::next() {
   for (auto ci = communities_.begin(); ci != communities_.end(); ++ci) {
     if (best && !ci->second.t.before(best->first->second.t))
       continue;
-    // This community's turn-taker: its sender served longest ago whose head
-    // may go (its channel has nothing out).
+    // This community's turn-taker: its sender served longest ago that has
+    // an item that may go.
     std::optional<sender_it> pick;
     for (auto si = ci->second.senders.begin(); si != ci->second.senders.end(); ++si) {
-      if (out_.count({ci->first, si->second.items.front().channel}))
+      if (si->second.ready.empty())
         continue;
       if (!pick || si->second.t.before((*pick)->second.t))
         pick = si;
@@ -53,18 +60,25 @@ std::optional<group_queue::item> group_queue::next() {
     return std::nullopt;
   auto [ci, si] = *best;
   auto& c = ci->second;
-  item it = std::move(si->second.items.front());
-  si->second.items.pop_front();
+  auto& s = si->second;
+  auto ci_channel = c.channels.find(s.ready.begin()->second);
+  s.ready.erase(s.ready.begin());
+  // Ready means the oldest of its channel: the channel's front.
+  item it = std::move(ci_channel->second.front().it);
+  ci_channel->second.pop_front();
+  if (ci_channel->second.empty())
+    c.channels.erase(ci_channel);
   out_.insert({ci->first, it.channel});
   --waiting_;
   --c.total;
   if (it.bounded)
     --c.bounded;
-  c.t.last_served = si->second.t.last_served = ++tick_;
+  --s.items;
+  c.t.last_served = s.t.last_served = ++tick_;
   served_[ci->first] = tick_;
   // One with nothing left waiting stops taking turns (and starts afresh,
   // as a newcomer, when it has something again).
-  if (si->second.items.empty())
+  if (s.items == 0)
     c.senders.erase(si);
   if (c.total == 0)
     communities_.erase(ci);
@@ -73,6 +87,16 @@ std::optional<group_queue::item> group_queue::next() {
 
 void group_queue::done(int64_t community_id, const std::string& channel) {
   out_.erase({community_id, channel});
+  // The channel's oldest waiting item, if any, may go now.
+  auto ci = communities_.find(community_id);
+  if (ci == communities_.end())
+    return;
+  auto& c = ci->second;
+  auto ch = c.channels.find(channel);
+  if (ch == c.channels.end())
+    return;
+  auto& head = ch->second.front();
+  c.senders[head.it.sender].ready.insert({head.seq, channel});
 }
 
 size_t group_queue::waiting(int64_t community_id) const {

@@ -2,7 +2,8 @@
 
 // The connection's side of access (docs/communities.md, docs/channels.md):
 // the grants a subscription was registered with and how revocations narrow
-// them, and the NIP-43 requests it forwards to the membership actor.
+// them, the access check of an ephemeral event, and the NIP-43 requests it
+// forwards to the membership actor.
 
 #include <algorithm>
 #include <set>
@@ -34,6 +35,56 @@ void connection_state::submit_membership(event_ptr ptr) {
         reject(id, {ec::unavailable, "membership actor unavailable"});
         finish_drain_if_idle();
       });
+}
+
+void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string> channel) {
+  // Ephemeral events are verified and fanned out, never stored, and only
+  // for those who may use the community (and, in a channel such as typing
+  // or presence, its members): the same access check a REQ gets.
+  if (!channel && open_now())
+    return hand_to_hub(std::move(ptr));
+  // The check is a read at the pool, admitted like a COUNT (one of the
+  // connection's in-flight read slots, one token) and withdrawn when nobody
+  // waits for it: bounded by events in flight alone, one connection queued
+  // 512 of them. No grant is cached: a connection without a subscription
+  // hears no revocation, so a cached grant could outlive a removal.
+  auto ticket = ++next_generation;
+  auto now = env.sources.steady_now ? env.sources.steady_now() : bucket_clock::now();
+  auto refused = reads.admit(ticket, {}, true, {}, authed, settings.remote_ip, now);
+  if (!refused.st.ok()) {
+    if (env.stats)
+      env.stats->count_refused(refused.label);
+    return reject(ptr->id, refused.st);
+  }
+  ++events_in_flight;
+  read_access access{{}, {ptr->pubkey}};
+  if (channel)
+    access.channels.push_back(*channel);
+  auto asked =
+    self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access});
+  const auto request_id = asked.id().request_id().integer_value();
+  reads.at_pool(ticket, request_id);
+  std::move(asked).then(
+    traced_reply<access_reply>(self, env, [this, ptr, ticket, in_channel = channel.has_value()](
+                                            access_reply& reply) {
+      reads.done(ticket);
+      --events_in_flight;
+      if (!reply.err.ok())
+        reject(ptr->id, reply.err);
+      else if (in_channel && (reply.grants.size() != 1 || reply.grants[0].members.empty()))
+        reject(ptr->id, {ec::restricted, "not a member of this channel"});
+      else
+        hand_to_hub(ptr);
+      finish_drain_if_idle();
+    }),
+    [this, ptr, ticket, request_id](caf::error&) {
+      reads.done(ticket);
+      --events_in_flight;
+      // Timed out while queued: it must not run for nobody.
+      self->send(peers.reader, read_withdraw{{request_id}, false});
+      reject(ptr->id, {ec::unavailable, "access check failed"});
+      finish_drain_if_idle();
+    });
 }
 
 void connection_state::request_invite(const std::string& sub_id, uint64_t generation,

@@ -176,36 +176,6 @@ void connection_state::submit(event_ptr ptr) {
                 });
 }
 
-void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string> channel) {
-  // Ephemeral events are verified and fanned out, never stored, and only
-  // for those who may use the community (and, in a channel such as typing
-  // or presence, its members): the same access check a REQ gets.
-  if (!channel && open_now())
-    return hand_to_hub(std::move(ptr));
-  ++events_in_flight;
-  read_access access{{}, {ptr->pubkey}};
-  if (channel)
-    access.channels.push_back(*channel);
-  self->request(peers.reader, settings.read_timeout, access_request{settings.community_id, access})
-    .then(
-      traced_reply<access_reply>(self, env, [this, ptr, in_channel = channel.has_value()](
-                                              access_reply& reply) {
-        --events_in_flight;
-        if (!reply.err.ok())
-          reject(ptr->id, reply.err);
-        else if (in_channel && (reply.grants.size() != 1 || reply.grants[0].members.empty()))
-          reject(ptr->id, {ec::restricted, "not a member of this channel"});
-        else
-          hand_to_hub(ptr);
-        finish_drain_if_idle();
-      }),
-      [this, ptr](caf::error&) {
-        --events_in_flight;
-        reject(ptr->id, {ec::unavailable, "access check failed"});
-        finish_drain_if_idle();
-      });
-}
-
 void connection_state::hand_to_hub(event_ptr ptr) {
   // In flight until the hub has fanned it out: a flood of ephemeral events
   // meets max_events_in_flight like stored ones, instead of filling the

@@ -1,6 +1,7 @@
 // The group actor's queue and its roster actors, under CAF's test_coordinator:
-// - group_queue deals by turns across communities (then senders), one item
-//   of a channel at a time, bounded per community (plain class);
+// - group_queue deals by turns across communities (then senders), a
+//   channel's items one at a time in arrival order whoever sent them,
+//   bounded per community (plain class);
 // - with two sessions, a command of community Y waits behind at most one
 //   command per session of community X's 300-command backlog (fake sessions
 //   that hold each request until the test answers it);
@@ -11,6 +12,7 @@
 //   coordinator: its SQL blocks inside run(), nothing sleeps).
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +86,67 @@ TEST(GroupQueueTest, AChannelHasOneItemOutAtATimeInArrivalOrder) {
   EXPECT_FALSE(q.next().has_value());
   q.done(1, "c");
   ASSERT_TRUE(q.next().has_value());
+  EXPECT_EQ(q.waiting(), 0u);
+}
+
+// Red-team finding (issue 13): sender turns let B's item of x, queued after
+// A's, leave first once A had been served (A's head was its y item), so an
+// admin's 9000 could run before another key's 9007 that created the group.
+TEST(GroupQueueTest, AChannelsItemsLeaveInArrivalOrderWhoeverSentThem) {
+  group_queue q;
+  auto push = [&](std::string sender, std::string channel, uint64_t id) {
+    auto it = cmd(1, std::move(sender), std::move(channel));
+    it.id = id;
+    ASSERT_TRUE(q.push(it));
+  };
+  push("a", "y", 1);
+  push("a", "x", 2);  // 9007 create x
+  push("b", "x", 3);  // 9000 put-user on x, from another key, after it
+  push("b", "y", 4);
+  std::map<std::string, std::vector<uint64_t>> order;  // per channel
+  while (auto it = q.next()) {
+    order[it->channel].push_back(it->id);
+    q.done(1, it->channel);
+  }
+  EXPECT_EQ(order["x"], (std::vector<uint64_t>{2, 3})) << "b's 9000 overtook a's 9007";
+  EXPECT_EQ(order["y"], (std::vector<uint64_t>{1, 4}));
+}
+
+TEST(GroupQueueTest, AnOlderItemOfTheChannelHoldsBackEveryLaterOneOfIt) {
+  group_queue q;
+  auto put = cmd(1, "admin", "x");
+  put.id = 1;
+  q.push(put);  // 9000 put-user
+  auto remove = cmd(1, "other", "x");
+  remove.id = 2;
+  q.push(remove);  // 9001 remove, after it
+  auto first = q.next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->id, 1u);
+  EXPECT_FALSE(q.next().has_value()) << "a second item of the channel went out";
+  q.done(1, "x");
+  auto second = q.next();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->id, 2u);
+}
+
+// The guarantee is per channel, not per sender: a sender's item that waits
+// for its channel does not hold back its items of other channels.
+TEST(GroupQueueTest, AnItemWaitingForItsChannelDoesNotBlockItsSendersOthers) {
+  group_queue q;
+  q.push(cmd(1, "c", "x"));
+  ASSERT_EQ(q.next()->channel, "x");  // x is out
+  q.push(cmd(1, "a", "x"));
+  q.push(cmd(1, "a", "y"));
+  auto it = q.next();
+  ASSERT_TRUE(it.has_value()) << "a's y waited behind its x";
+  EXPECT_EQ(it->channel, "y");
+  EXPECT_FALSE(q.next().has_value());
+  q.done(1, "x");
+  it = q.next();
+  ASSERT_TRUE(it.has_value());
+  EXPECT_EQ(it->sender, "a");
+  EXPECT_EQ(it->channel, "x");
   EXPECT_EQ(q.waiting(), 0u);
 }
 
