@@ -63,6 +63,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // Reserves a WebSocket and an unauthenticated slot; answers and returns
   // false when either cap is reached.
   bool reserve_websocket();
+  // At the unauthenticated cap: tells the oldest unauthenticated WebSocket
+  // old enough to go; false when there is none.
+  bool evict_oldest_unauthenticated();
   bool handle_node_endpoint(std::string_view path);
   bool refuse_duplicate_host();
   response readiness();

@@ -49,6 +49,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // The connection's first AUTH succeeded: no deadline, no longer counted
   // as unauthenticated.
   void mark_authenticated();
+  // Strand only: the unauthenticated cap is full and this is its oldest
+  // socket; it makes room for a newcomer (ws_session_limits.cpp).
+  void evict_unauthenticated();
   // Dropped for the node-wide outbound budget (another session found this
   // one's queue the biggest).
   void shed();
