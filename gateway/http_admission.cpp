@@ -18,6 +18,7 @@ bool http_session::is_node_path(std::string_view path) const {
 }
 
 void http_session::refuse(http::status status, std::string_view label, std::string body) {
+  close_after_ = true;  // and at once, with its slot (close_now)
   if (st_->api.watch)
     st_->api.watch->refused(label);
   auto res = make(status, text_plain, std::move(body));
