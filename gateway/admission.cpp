@@ -34,6 +34,29 @@ std::string canonical_ip(std::string_view ip) {
   return addr.to_string();
 }
 
+std::string address_key(std::string_view ip, unsigned ipv6_prefix) {
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(std::string(ip), ec);
+  if (ec)
+    return std::string(ip);
+  if (addr.is_v4())
+    return addr.to_string();
+  auto v6 = addr.to_v6();
+  if (v6.is_v4_mapped())
+    return net::ip::make_address_v4(net::ip::v4_mapped, v6).to_string();
+  if (ipv6_prefix >= 128)
+    return v6.to_string();
+  auto bytes = v6.to_bytes();
+  for (unsigned bit = 0; bit < 128; bit += 8) {
+    auto& b = bytes[bit / 8];
+    if (bit >= ipv6_prefix)
+      b = 0;
+    else if (ipv6_prefix - bit < 8)
+      b &= static_cast<unsigned char>(0xff << (8 - (ipv6_prefix - bit)));
+  }
+  return net::ip::address_v6(bytes).to_string() + "/" + std::to_string(ipv6_prefix);
+}
+
 bool is_trusted_proxy(std::string_view peer, const std::vector<std::string>& trusted) {
   return !peer.empty() && std::find(trusted.begin(), trusted.end(), peer) != trusted.end();
 }

@@ -19,6 +19,13 @@ namespace waggle::gateway {
 // as plain IPv4; "" when it is not an IP address at all.
 std::string canonical_ip(std::string_view ip);
 
+// The key per-address limits count `ip` (canonical) under: an IPv4 address
+// itself, an IPv6 address its first `ipv6_prefix` bits ("2001:db8:1:2::/64").
+// One IPv6 subscriber holds a whole /64 (often a /56), so keying the full
+// address would give every client 2^64 caps. Text that is not an address is
+// its own key. `ipv6_prefix` >= 128 keys the full address.
+std::string address_key(std::string_view ip, unsigned ipv6_prefix);
+
 // True when `peer` (canonical) is one of `trusted` (canonical addresses).
 bool is_trusted_proxy(std::string_view peer, const std::vector<std::string>& trusted);
 

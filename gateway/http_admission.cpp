@@ -3,6 +3,8 @@
 
 #include "gateway/http_session.hpp"
 
+#include "gateway/ws_session.hpp"
+
 namespace waggle::gateway {
 
 namespace http = boost::beast::http;
@@ -16,6 +18,7 @@ bool http_session::is_node_path(std::string_view path) const {
 }
 
 void http_session::refuse(http::status status, std::string_view label, std::string body) {
+  close_after_ = true;  // and at once, with its slot (close_now)
   if (st_->api.watch)
     st_->api.watch->refused(label);
   auto res = make(status, text_plain, std::move(body));
@@ -75,14 +78,31 @@ bool http_session::reserve_websocket() {
     return false;
   }
   // Unauthenticated sockets have a cap of their own below the total, so a
-  // flood of them leaves room for clients that do authenticate.
-  if (st_->unauth_count.fetch_add(1) >= st_->limits.unauthenticated_cap()) {
+  // flood of them leaves room for clients that do authenticate. At the cap
+  // the newcomer takes the place of the oldest one instead (it has had at
+  // least unauth_evict_age to AUTH): else a flood from many addresses that
+  // keeps the cap full would lock every newcomer out, however fast it AUTHs.
+  if (st_->unauth_count.fetch_add(1) >= st_->limits.unauthenticated_cap()
+      && !evict_oldest_unauthenticated()) {
     st_->unauth_count.fetch_sub(1);
     st_->ws_count.fetch_sub(1);
     refuse(http::status::service_unavailable, "unauthenticated_cap",
            "too many unauthenticated connections, retry later\n");
     return false;
   }
+  return true;
+}
+
+bool http_session::evict_oldest_unauthenticated() {
+  const auto cutoff = std::chrono::steady_clock::now() - st_->limits.unauth_evict_age;
+  // The victim is out of the queue from here on, so no two newcomers take
+  // the same place; it gives its unauthenticated slot back on its strand
+  // (ws_session::evict_unauthenticated), or has already, if it
+  // authenticated meanwhile or is gone.
+  auto victim = st_->unauth_sessions.take_oldest(cutoff);
+  if (victim.expired())
+    return false;
+  st_->gate->post_to(victim, [](ws_session& s) { s.evict_unauthenticated(); });
   return true;
 }
 

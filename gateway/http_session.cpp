@@ -485,8 +485,27 @@ void http_session::on_write(bool close, beast::error_code ec, std::size_t) {
     return stream_.close();
   }
   if (close)
-    return do_close();
+    return close_after_ || admission_ != admission::open ? close_now() : do_close();
   do_read();
+}
+
+void http_session::close_now() {
+  // A refused or restricted connection: one request, read whole, one
+  // answer. Lingering for what else the client might send would keep its
+  // TCP slot (linger_timeout) for a client we turned away, and a stream of
+  // them that stay open would fill the TCP cap and the health reserve and
+  // turn away everyone else in turn.
+  beast::error_code ec;
+  auto& socket = stream_.socket();
+  socket.shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  // Unread bytes would make close() reset the connection, which can destroy
+  // the answer before the client has read it: take what has arrived (no
+  // waiting for more; a reset then is the client's doing).
+  drain_.resize(4096);
+  for (std::size_t n = 0; !ec && n < linger_max_bytes && socket.available(ec) > 0;)
+    n += socket.read_some(net::buffer(drain_), ec);
+  stream_.close();
+  slot_.reset();  // the slot now, whoever still holds the session
 }
 
 void http_session::do_close() {

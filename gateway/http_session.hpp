@@ -63,6 +63,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // Reserves a WebSocket and an unauthenticated slot; answers and returns
   // false when either cap is reached.
   bool reserve_websocket();
+  // At the unauthenticated cap: tells the oldest unauthenticated WebSocket
+  // old enough to go; false when there is none.
+  bool evict_oldest_unauthenticated();
   bool handle_node_endpoint(std::string_view path);
   bool refuse_duplicate_host();
   response readiness();
@@ -83,6 +86,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_write(bool close, boost::beast::error_code ec, std::size_t);
   void do_close();
   void do_drain();
+  // Closes a refused or restricted connection right after its answer,
+  // giving its TCP slot back (no lingering close).
+  void close_now();
 
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
@@ -95,7 +101,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   std::string peer_ip_;    // the TCP peer (a proxy, maybe)
   std::string remote_ip_;  // the client's address, for the node's write policy
   admission admission_ = admission::open;
-  bool close_after_ = false;  // restricted: one answer, then close
+  bool close_after_ = false;  // restricted or refused: one answer, then close_now
   bool awaiting_reply_ = false;
   uint64_t submit_seq_ = 0;
   std::string drain_;

@@ -61,12 +61,18 @@ struct server_limits {
   // (rate 0 = no bucket); beyond it 429.
   double new_connections_per_second = 10;
   double new_connections_burst = 40;
+  // IPv6 clients are counted per prefix of this many bits (IPv4 per address):
+  // the per-address cap, the new-connections bucket and the read buckets.
+  unsigned ipv6_prefix = 64;
   // Peers whose X-Forwarded-For is believed (canonical IP addresses).
   std::vector<std::string> trusted_proxies;
   // A WebSocket without a successful NIP-42 AUTH by then is closed (0 = never).
   std::chrono::seconds auth_deadline{15};
-  // WebSockets not (yet) authenticated; beyond it 503 (0 = max_connections/4).
+  // WebSockets not (yet) authenticated (0 = max_connections/4). At the cap a
+  // new upgrade evicts the oldest unauthenticated socket, if one is at least
+  // unauth_evict_age old; else it gets 503.
   size_t max_unauthenticated = 0;
+  std::chrono::milliseconds unauth_evict_age{3000};
   // TCP slots above the connection cap that only serve /healthz, /readyz and
   // /metrics (one request each, read within reserve_timeout).
   size_t health_reserve = 16;

@@ -17,6 +17,7 @@
 
 #include "gateway/admission.hpp"
 #include "gateway/node_api.hpp"
+#include "gateway/unauth_queue.hpp"
 
 namespace waggle::gateway {
 
@@ -77,6 +78,8 @@ struct server_state {
   std::atomic<size_t> tcp_count{0};
   // WebSockets admitted whose connection has not completed NIP-42 AUTH.
   std::atomic<size_t> unauth_count{0};
+  // Those of them past their handshake, oldest first: eviction candidates.
+  unauth_queue<ws_session> unauth_sessions;
   // Bytes queued in every session's outbound queue.
   std::atomic<size_t> outbound_bytes{0};
   // Open connections and new-connection buckets by client address.
@@ -132,22 +135,25 @@ class tcp_slot {
     st_->tcp_count.fetch_sub(1);
   }
 
-  // The per-address slot this connection holds in server_state::per_ip.
+  // The per-address slot this connection holds in server_state::per_ip,
+  // under the address's key (an IPv6 client's prefix).
   ip_table::verdict admit_ip(const std::string& ip) {
-    auto v = st_->per_ip.admit(ip);
+    auto key = address_key(ip, st_->limits.ipv6_prefix);
+    auto v = st_->per_ip.admit(key);
     if (v == ip_table::verdict::admitted)
-      ip_ = ip;
+      ip_ = std::move(key);
     return v;
   }
   // A later request of the connection names another client (through a proxy).
   ip_table::verdict move_ip(const std::string& ip) {
     if (!ip_)
       return admit_ip(ip);
-    if (*ip_ == ip)
+    auto key = address_key(ip, st_->limits.ipv6_prefix);
+    if (*ip_ == key)
       return ip_table::verdict::admitted;
-    auto v = st_->per_ip.transfer(*ip_, ip);
+    auto v = st_->per_ip.transfer(*ip_, key);
     if (v == ip_table::verdict::admitted)
-      ip_ = ip;
+      ip_ = std::move(key);
     return v;
   }
   bool holds_ip() const { return ip_.has_value(); }
@@ -159,7 +165,7 @@ class tcp_slot {
     ip_.reset();
   }
   std::shared_ptr<server_state> st_;
-  std::optional<std::string> ip_;
+  std::optional<std::string> ip_;  // its address_key
 };
 
 }  // namespace waggle::gateway

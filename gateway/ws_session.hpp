@@ -51,6 +51,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void mark_authenticated();
   // socket_sink::pause_reading, on the strand: the next read waits until then.
   void pause_reading(std::chrono::milliseconds how_long);
+  // Strand only: the unauthenticated cap is full and this is its oldest
+  // socket; it makes room for a newcomer (ws_session_limits.cpp).
+  void evict_unauthenticated();
   // Dropped for the node-wide outbound budget (another session found this
   // one's queue the biggest).
   void shed();

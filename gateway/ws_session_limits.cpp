@@ -11,7 +11,11 @@ namespace waggle::gateway {
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
+// Also where an unauthenticated session becomes an eviction candidate: it
+// runs once, when the handshake is done (on_accept).
 void ws_session::arm_auth_deadline() {
+  if (!authenticated_)
+    st_->unauth_sessions.add(this, weak_from_this());
   if (authenticated_ || closing_ || st_->limits.auth_deadline.count() <= 0)
     return;
   auth_timer_.expires_after(st_->limits.auth_deadline);
@@ -40,8 +44,29 @@ void ws_session::mark_authenticated() {
     return;
   authenticated_ = true;
   st_->unauth_count.fetch_sub(1);
+  st_->unauth_sessions.remove(this);
   if (!finished_)
     auth_timer_.cancel();
+}
+
+void ws_session::evict_unauthenticated() {
+  // Authenticated meanwhile: its slot is already given back, and it stays.
+  if (authenticated_)
+    return;
+  // The newcomer already counts in unauth_count: give this socket's place
+  // back now, not when it is destroyed. authenticated_ is what the
+  // destructor reads as "no longer counted".
+  authenticated_ = true;
+  st_->unauth_count.fetch_sub(1);
+  if (closing_ || finished_)
+    return;  // going anyway
+  auth_timer_.cancel();
+  if (st_->api.watch)
+    st_->api.watch->refused("unauthenticated_evicted");
+  enqueue(R"(["NOTICE","auth-required: too many unauthenticated connections, closing the )"
+          R"(oldest; AUTH right after connecting"])");
+  begin_close(static_cast<uint16_t>(websocket::close_code::policy_error),
+              "auth-required: evicted for a newer unauthenticated connection");
 }
 
 // One timer per session, re-armed only while writes are pending: each expiry

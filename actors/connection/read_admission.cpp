@@ -1,5 +1,7 @@
 #include "actors/connection/read_admission.hpp"
 
+#include "gateway/admission.hpp"
+
 namespace waggle {
 
 double read_cost(const std::vector<proto::filter>& filters) {
@@ -29,7 +31,11 @@ read_refusal read_admission::admit(uint64_t ticket, std::string sub_id, bool is_
     // a shared limit pays for it on its own bucket too.
     if (!shared->by_pubkey.take_all({pubkeys.begin(), pubkeys.end()}, cost, now))
       return {{ec::rate_limited, "too many queries for this key, slow down"}, "read_rate_pubkey"};
-    if (!address.empty() && !shared->by_address.take_all({address}, cost, now))
+    if (!address.empty() && address != address_) {
+      address_ = address;
+      address_key_ = gateway::address_key(address, settings_.ipv6_prefix);
+    }
+    if (!address.empty() && !shared->by_address.take_all({address_key_}, cost, now))
       return {{ec::rate_limited, "too many queries from this address, slow down"},
               "read_rate_address"};
   }

@@ -27,6 +27,8 @@ struct read_admission_settings {
   // The node's per-pubkey and per-address buckets; null: none (actor tests,
   // replays).
   std::shared_ptr<shared_read_buckets> shared;
+  // The per-address bucket of an IPv6 client is its prefix's (gateway::address_key).
+  unsigned ipv6_prefix = 64;
 };
 
 // What a read costs in tokens: 1 + its filters + its filter values / 100
@@ -71,6 +73,8 @@ class read_admission {
   read_admission_settings settings_;
   token_bucket own_;
   std::unordered_map<uint64_t, ticket_state> tickets_;
+  // address_key of the last address seen (a connection has one).
+  std::string address_, address_key_;
 };
 
 }  // namespace waggle

@@ -176,6 +176,11 @@ const std::vector<option>& options() {
     {{"--new-connections-burst", "WAGGLE_NEW_CONNECTIONS_BURST",
       "new connections a client address may open at once before 429", "40"},
      decimal(&node_config::new_connections_burst)},
+    {{"--ipv6-prefix", "WAGGLE_IPV6_PREFIX",
+      "IPv6 clients count as one address per prefix of this many bits, for every per-address "
+      "limit (16..128; IPv4 per address)",
+      "64"},
+     number(&node_config::ipv6_prefix)},
     {{"--trusted-proxies", "WAGGLE_TRUSTED_PROXIES",
       "comma-separated proxy IPs whose X-Forwarded-For names the client (else it is ignored)",
       ""},
@@ -348,6 +353,9 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "group-sessions and max-group-queue-per-community must be at least 1"};
   if (cfg.roster_idle_seconds < 0)
     return {ec::invalid, "roster-idle-seconds must not be negative"};
+  // Below a /16 one bucket would stand for a large share of the Internet.
+  if (cfg.ipv6_prefix < 16 || cfg.ipv6_prefix > 128)
+    return {ec::invalid, "ipv6-prefix must be within 16..128"};
   if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)

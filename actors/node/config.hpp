@@ -41,6 +41,7 @@ struct node_config {
   size_t max_connections_per_ip = 64;
   double new_connections_per_second = 10;
   double new_connections_burst = 40;
+  unsigned ipv6_prefix = 64;  // IPv6 clients are counted per /64 (16..128)
   std::vector<std::string> trusted_proxies;
   int auth_deadline_seconds = 15;
   size_t max_unauthenticated = 0;  // 0: max_connections / 4

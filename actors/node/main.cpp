@@ -206,6 +206,7 @@ int run_serve(std::vector<std::string> args) {
   limits.max_connections_per_ip = cfg.max_connections_per_ip;
   limits.new_connections_per_second = cfg.new_connections_per_second;
   limits.new_connections_burst = cfg.new_connections_burst;
+  limits.ipv6_prefix = cfg.ipv6_prefix;
   limits.trusted_proxies = cfg.trusted_proxies;
   limits.auth_deadline = std::chrono::seconds(cfg.auth_deadline_seconds);
   limits.max_unauthenticated = cfg.max_unauthenticated;

@@ -192,6 +192,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.max_auth_keys = cfg.max_auth_keys;
   settings.read_timeout = std::chrono::milliseconds(cfg.read_timeout_ms);
   settings.reads.max_in_flight = cfg.max_reads_in_flight;
+  settings.reads.ipv6_prefix = cfg.ipv6_prefix;
   settings.reads.per_connection = {static_cast<double>(cfg.read_rate_connection),
                                    static_cast<double>(cfg.read_burst_connection)};
   settings.refusals.per_second = static_cast<double>(cfg.refusal_rate);

@@ -134,6 +134,25 @@ TEST(read_admission, shared_buckets_are_charged_per_key_and_per_address) {
   EXPECT_EQ(two.admit(4, "a", false, f, {"third"}, "10.0.0.1", t0).label, "read_rate_address");
 }
 
+// Issue 13, finding 2: an IPv6 client holds a whole /64, so the address
+// bucket is the prefix's, not the full address's.
+TEST(read_admission, the_address_bucket_of_an_ipv6_client_is_its_64s) {
+  auto shared = std::make_shared<shared_read_buckets>(bucket_rate{0, 0}, bucket_rate{1, 4});
+  read_admission_settings s;
+  s.shared = shared;
+  read_admission one{s}, two{s}, elsewhere{s};
+  std::vector<proto::filter> f{proto::filter{}};  // costs 2
+  EXPECT_TRUE(one.admit(1, "a", false, f, {}, "2001:db8:1:2::1", t0).st.ok());
+  EXPECT_TRUE(two.admit(1, "a", false, f, {}, "2001:db8:1:2:ffff::9", t0).st.ok());
+  EXPECT_EQ(two.admit(2, "b", false, f, {}, "2001:db8:1:2:ffff::9", t0).label,
+            "read_rate_address");
+  EXPECT_TRUE(elsewhere.admit(1, "a", false, f, {}, "2001:db8:1:3::1", t0).st.ok());
+  // A /128 setting keys the full address again.
+  s.ipv6_prefix = 128;
+  read_admission exact{s};
+  EXPECT_TRUE(exact.admit(1, "a", false, f, {}, "2001:db8:1:2::7", t0).st.ok());
+}
+
 TEST(read_admission, a_closed_subscription_gives_back_its_requests_at_the_pool) {
   read_admission ra;
   std::set<std::string> keys{"pk"};
