@@ -166,6 +166,16 @@ const std::vector<option>& options() {
       "(0 = no limit)",
       "268435456"},
      number(&node_config::max_subscription_bytes_total)},
+    {{"--max-history-bytes-per-connection", "WAGGLE_MAX_HISTORY_BYTES_PER_CONNECTION",
+      "bytes of unsent history one connection may hold; a larger one is CLOSED rate-limited: "
+      "(0 = no limit)",
+      "16777216"},
+     number(&node_config::max_history_bytes_per_connection)},
+    {{"--history-stall-seconds", "WAGGLE_HISTORY_STALL_SECONDS",
+      "queued histories the socket took no slice of for this long are CLOSED rate-limited: "
+      "(0 = never)",
+      "60"},
+     number(&node_config::history_stall_seconds)},
     {{"--max-connections-per-ip", "WAGGLE_MAX_CONNECTIONS_PER_IP",
       "open connections (WebSockets and pending HTTP) per client address before 429 (0 = no cap)",
       "64"},
@@ -337,6 +347,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "group-sessions and max-group-queue-per-community must be at least 1"};
   if (cfg.roster_idle_seconds < 0)
     return {ec::invalid, "roster-idle-seconds must not be negative"};
+  if (cfg.history_stall_seconds < 0)
+    return {ec::invalid, "history-stall-seconds must not be negative"};
   if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)
