@@ -214,7 +214,9 @@ const std::vector<option>& options() {
       "REQ/COUNT reads a connection may have in flight (more: CLOSED rate-limited:)", "8"},
      number(&node_config::max_reads_in_flight)},
     {{"--read-statement-timeout-ms", "WAGGLE_READ_STATEMENT_TIMEOUT_MS",
-      "statement_timeout of the reader sessions (below --read-timeout-ms)", "5000"},
+      "time one read may spend in the database, all its statements together "
+      "(below --read-timeout-ms)",
+      "5000"},
      number(&node_config::read_statement_timeout_ms)},
     {{"--read-timeout-ms", "WAGGLE_READ_TIMEOUT_MS",
       "how long a connection waits for a read, queue included", "30000"},
