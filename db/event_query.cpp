@@ -1,4 +1,5 @@
 #include "db/event_store.hpp"
+#include "db/read_budget.hpp"
 #include "db/sql_util.hpp"
 
 #include <algorithm>
@@ -269,7 +270,8 @@ std::string field_string(const pqxx::field& f) { return std::string(f.c_str(), f
 
 std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
                                       const std::vector<proto::filter>& filters,
-                                      const proto::filter_limits& lim, int64_t now) {
+                                      const proto::filter_limits& lim, int64_t now,
+                                      read_budget* budget) {
   struct row {
     int64_t created_at;
     std::string id;
@@ -287,6 +289,7 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
     params ps;
     std::string community = ps.add(std::to_string(community_id)) + "::bigint";
     std::string sql = history_sql(p, ps, community);
+    before_statement(budget, tx);  // each filter's statement gets what is left
     auto r = tx.exec_params(sql, pqxx::prepare::make_dynamic_params(ps.values()));
     for (const auto& rr : r) {
       std::string id = rr[2].as<std::string>();
@@ -309,7 +312,8 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
 }
 
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
-                      const std::vector<proto::filter>& filters, int64_t now) {
+                      const std::vector<proto::filter>& filters, int64_t now,
+                      read_budget* budget) {
   params ps;
   std::string community = ps.add(std::to_string(community_id)) + "::bigint";
   std::string unioned;
@@ -327,6 +331,7 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
   if (unioned.empty())
     return 0;
   pqxx::read_transaction tx(conn);
+  before_statement(budget, tx);
   auto r = tx.exec_params("SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched",
                           pqxx::prepare::make_dynamic_params(ps.values()));
   tx.commit();

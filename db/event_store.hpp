@@ -20,6 +20,8 @@
 
 namespace waggle::db {
 
+class read_budget;  // db/read_budget.hpp: the time a read may spend, all statements together
+
 struct write_options {
   // The group actor writes NIP-29 commands (9000-9022) after authorising them
   // under the channel's membership lock in the same transaction; everyone
@@ -88,12 +90,14 @@ constexpr size_t max_indexed_tag_value = 256;
 // hides every event whose NIP-40 expiration is at or before it.
 std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_id,
                                       const std::vector<proto::filter>& filters,
-                                      const proto::filter_limits& lim, int64_t now);
+                                      const proto::filter_limits& lim, int64_t now,
+                                      read_budget* budget = nullptr);
 
 // NIP-45: number of distinct live events matching any filter, not expired at
 // `now` (as for query_events).
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
-                      const std::vector<proto::filter>& filters, int64_t now);
+                      const std::vector<proto::filter>& filters, int64_t now,
+                      read_budget* budget = nullptr);
 
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.

@@ -1,4 +1,5 @@
 #include "db/group_store.hpp"
+#include "db/read_budget.hpp"
 
 #include "db/advisory_locks.hpp"
 #include "db/sql_util.hpp"
@@ -376,7 +377,8 @@ roster_publication publish_roster(
 
 std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t community_id,
                                                 const std::vector<std::string>& channels,
-                                                const std::vector<std::string>& pubkeys) {
+                                                const std::vector<std::string>& pubkeys,
+                                                read_budget* budget) {
   array_literal ch, pk;
   for (const auto& c : channels)
     ch.text(c);
@@ -384,6 +386,7 @@ std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t 
     if (is_hex64(p))
       pk.bytea_hex(p);
   pqxx::read_transaction tx(conn);
+  before_statement(budget, tx);
   auto r = tx.exec_params(
     "SELECT c.id, c.visibility, c.deleted_at IS NOT NULL, c.archived_at IS NOT NULL, "
     "       encode(m.pubkey, 'hex') "

@@ -23,6 +23,8 @@
 
 namespace waggle::db {
 
+class read_budget;  // db/read_budget.hpp: the time a read may spend, all statements together
+
 // The relay's own key. The secret never leaves the group session and is
 // never logged or traced.
 struct relay_signer {
@@ -71,7 +73,8 @@ struct channel_access {
 };
 std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t community_id,
                                                 const std::vector<std::string>& channels,
-                                                const std::vector<std::string>& pubkeys);
+                                                const std::vector<std::string>& pubkeys,
+                                                read_budget* budget = nullptr);
 
 // The reaper: archives live ephemeral channels past their deadline, each in
 // its own short transaction that takes the channel_ttl key EXCLUSIVE with a

@@ -1,4 +1,5 @@
 #include "db/membership_store.hpp"
+#include "db/read_budget.hpp"
 
 #include <algorithm>
 #include <map>
@@ -53,12 +54,14 @@ std::string community_membership_lock_key(int64_t community_id) {
 }
 
 community_access read_community_access(pqxx::connection& conn, int64_t community_id,
-                                       const std::vector<std::string>& pubkeys) {
+                                       const std::vector<std::string>& pubkeys,
+                                       read_budget* budget) {
   array_literal pk;
   for (const auto& p : pubkeys)
     if (is_hex64(p))
       pk.bytea_hex(p);
   pqxx::read_transaction tx(conn);
+  before_statement(budget, tx);
   // One row for the community, then one per asked pubkey that is not banned
   // (member or guest). A plain read: a change that commits after it orders
   // after this read and reaches the reader's subscriptions as a revocation.

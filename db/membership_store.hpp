@@ -22,6 +22,8 @@
 
 namespace waggle::db {
 
+class read_budget;  // db/read_budget.hpp: the time a read may spend, all statements together
+
 std::string community_membership_lock_key(int64_t community_id);
 
 // Read access of `pubkeys` (hex) to a community: the facts a grant is made of.
@@ -32,7 +34,8 @@ struct community_access {
   std::vector<std::string> guests;   // the others among `pubkeys`, not banned
 };
 community_access read_community_access(pqxx::connection& conn, int64_t community_id,
-                                       const std::vector<std::string>& pubkeys);
+                                       const std::vector<std::string>& pubkeys,
+                                       read_budget* budget = nullptr);
 
 struct member_entry {
   std::string pubkey;  // hex

@@ -73,6 +73,7 @@ using expiration_reaper_actor = caf::typed_actor<caf::reacts_to<expiry_tick>>;
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,
                                           caf::reacts_to<socket_drained>,
+                                          caf::reacts_to<history_stall_check>,
                                           caf::reacts_to<live_event>,
                                           caf::reacts_to<drain_request>,
                                           caf::reacts_to<channel_revoked>,

@@ -39,6 +39,11 @@ struct socket_drained {
   uint64_t bytes = 0;
 };
 
+// A connection actor's timer (to itself) for the history stall rule: its
+// queued histories are ended if the socket took no slice of them for
+// --history-stall-seconds (actors/connection/history_sender.cpp).
+struct history_stall_check {};
+
 // -- ingest -------------------------------------------------------------------
 
 // Connection actor -> ingest. Answered with an ingest_reply only after the
@@ -594,6 +599,10 @@ typename Inspector::result_type inspect(Inspector& f, channel_revoked& x) {
            x.deleted);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, history_stall_check&) {
+  return f(caf::meta::type_name("history_stall_check"));
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, roster_idle_tick& x) {
   return f(caf::meta::type_name("roster_idle_tick"), x.generation);
 }
@@ -824,4 +833,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::read_withdraw))
   CAF_ADD_TYPE_ID(waggle, (waggle::reader_attach))
   CAF_ADD_TYPE_ID(waggle, (waggle::reader_idle))
+  CAF_ADD_TYPE_ID(waggle, (waggle::history_stall_check))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -42,10 +42,7 @@ connection_state::~connection_state() {
   if (env.stats)
     env.stats->live_subscriptions -= static_cast<int64_t>(subs.size());
   // A closed connection gives back all it held to the node-wide budget.
-  size_t held = subscription_bytes;
-  for (auto& d : history_queue)
-    held += d.held_bytes;
-  release_bytes(held);
+  release_bytes(subscription_bytes + history_bytes);
 }
 
 void connection_state::send(std::string frame) {
@@ -474,6 +471,7 @@ void connection_state::drop_subscription(const std::string& sub_id) {
     release_bytes(i->second.bytes);
     subs.erase(i);
   }
+  drop_history(sub_id);
   // Its reads still queued at the pool are withdrawn: nobody waits for them.
   if (auto withdrawn = reads.end_sub(sub_id); !withdrawn.empty())
     self->send(peers.reader, read_withdraw{std::move(withdrawn), false});
@@ -563,6 +561,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     },
     [self](const live_event& msg) { self->state.on_live(msg); },
     [self](const socket_drained& room) { self->state.on_drained(room); },
+    [self](history_stall_check) { self->state.on_stall_check(); },
     [self](drain_request) {
       self->state.trace_input("drain");
       self->state.on_drain();

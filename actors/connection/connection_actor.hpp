@@ -57,6 +57,13 @@ struct connection_settings {
   // after the socket has drained (socket_sink::notify_drained).
   size_t history_slice_frames = 256;
   size_t history_slice_bytes = 1u << 20;
+  // Unsent history (text and per-frame overhead) this connection may hold
+  // at once; a history that would pass it is refused. 0 = no limit. Without
+  // it one slow reader could hold the whole node-wide budget.
+  size_t max_history_bytes = 16u << 20;
+  // Queued histories are ended when the socket has taken no slice of them
+  // for this long, however slowly it still reads. 0 = never.
+  caf::timespan history_stall = std::chrono::seconds(60);
   caf::timespan ingest_timeout = std::chrono::seconds(30);
   // How long a read may take for its caller (queue wait included); kept
   // above the reader sessions' statement_timeout (node config check), so a
@@ -123,7 +130,12 @@ struct connection_state {
     size_t held_bytes = 0;
   };
   std::deque<history_delivery> history_queue;
+  size_t history_bytes = 0;  // sum of the queue's held_bytes (max_history_bytes)
   bool drain_armed = false;
+  // When the queue last made progress (started, or a slice was taken), and
+  // whether a history_stall_check is on its way.
+  steady_time history_progress_at{};
+  bool stall_check_armed = false;
   size_t events_in_flight = 0;
   read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
   refusal_pacer pacer;   // refusals answered, and when the socket last paused for them
@@ -141,6 +153,7 @@ struct connection_state {
   // Takes back every read of this connection still queued at the pool.
   void withdraw_all_reads();
   void on_drained(const socket_drained& room);
+  void on_stall_check();
   void on_revoked(const channel_revoked& msg);
   void on_revoked(const access_revoked& msg);
   bool open_now() const;
@@ -181,6 +194,10 @@ struct connection_state {
   void send_history(const std::string& sub_id, std::vector<std::string>&& raws);
   void finish_history(const std::string& sub_id);
   void arm_drain();
+  // Gives back a closed or replaced subscription's queued history at once.
+  void drop_history(const std::string& sub_id);
+  void history_progressed();
+  void arm_stall_check(caf::timespan delay);
   bool admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
                   const std::vector<proto::filter>& filters);
   bool is_current(const std::string& sub_id, uint64_t generation) const;

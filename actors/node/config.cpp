@@ -166,6 +166,16 @@ const std::vector<option>& options() {
       "(0 = no limit)",
       "268435456"},
      number(&node_config::max_subscription_bytes_total)},
+    {{"--max-history-bytes-per-connection", "WAGGLE_MAX_HISTORY_BYTES_PER_CONNECTION",
+      "bytes of unsent history one connection may hold; a larger one is CLOSED rate-limited: "
+      "(0 = no limit)",
+      "16777216"},
+     number(&node_config::max_history_bytes_per_connection)},
+    {{"--history-stall-seconds", "WAGGLE_HISTORY_STALL_SECONDS",
+      "queued histories the socket took no slice of for this long are CLOSED rate-limited: "
+      "(0 = never)",
+      "60"},
+     number(&node_config::history_stall_seconds)},
     {{"--max-connections-per-ip", "WAGGLE_MAX_CONNECTIONS_PER_IP",
       "open connections (WebSockets and pending HTTP) per client address before 429 (0 = no cap)",
       "64"},
@@ -209,7 +219,9 @@ const std::vector<option>& options() {
       "REQ/COUNT reads a connection may have in flight (more: CLOSED rate-limited:)", "8"},
      number(&node_config::max_reads_in_flight)},
     {{"--read-statement-timeout-ms", "WAGGLE_READ_STATEMENT_TIMEOUT_MS",
-      "statement_timeout of the reader sessions (below --read-timeout-ms)", "5000"},
+      "time one read may spend in the database, all its statements together "
+      "(below --read-timeout-ms)",
+      "5000"},
      number(&node_config::read_statement_timeout_ms)},
     {{"--read-timeout-ms", "WAGGLE_READ_TIMEOUT_MS",
       "how long a connection waits for a read, queue included", "30000"},
@@ -356,6 +368,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
   // Below a /16 one bucket would stand for a large share of the Internet.
   if (cfg.ipv6_prefix < 16 || cfg.ipv6_prefix > 128)
     return {ec::invalid, "ipv6-prefix must be within 16..128"};
+  if (cfg.history_stall_seconds < 0)
+    return {ec::invalid, "history-stall-seconds must not be negative"};
   if (cfg.commit_delay_us < 0 || cfg.commit_delay_us > 100'000)
     return {ec::invalid, "commit-delay-us must be within 0..100000"};
   if (cfg.commit_siblings < 2 || cfg.commit_siblings > 32)

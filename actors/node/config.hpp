@@ -37,6 +37,10 @@ struct node_config {
   // Subscription memory (docs/operations.md, "Subscription memory").
   size_t max_subscription_bytes = 1u << 20;          // per connection
   size_t max_subscription_bytes_total = 256u << 20;  // the whole node
+  // Unsent history a connection may hold, and how long its queued histories
+  // may go without the socket taking a slice (docs/operations.md).
+  size_t max_history_bytes_per_connection = 16u << 20;
+  int history_stall_seconds = 60;
   // Admission and outbound memory (gateway::server_limits, docs/operations.md).
   size_t max_connections_per_ip = 64;
   double new_connections_per_second = 10;

@@ -189,6 +189,8 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.limits = filter_limits_for(cfg);
   settings.max_subscriptions = cfg.max_subscriptions;
   settings.max_subscription_bytes = cfg.max_subscription_bytes;
+  settings.max_history_bytes = cfg.max_history_bytes_per_connection;
+  settings.history_stall = std::chrono::seconds(cfg.history_stall_seconds);
   settings.max_auth_keys = cfg.max_auth_keys;
   settings.read_timeout = std::chrono::milliseconds(cfg.read_timeout_ms);
   settings.reads.max_in_flight = cfg.max_reads_in_flight;
@@ -247,6 +249,9 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("group_sessions", static_cast<int64_t>(cfg.group_sessions));
   num("max_group_queue_per_community", static_cast<int64_t>(cfg.max_group_queue_per_community));
   num("roster_idle_seconds", cfg.roster_idle_seconds);
+  num("max_history_bytes_per_connection",
+      static_cast<int64_t>(cfg.max_history_bytes_per_connection));
+  num("history_stall_seconds", cfg.history_stall_seconds);
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }
@@ -396,6 +401,8 @@ std::string node::relay_info_json(const community& c) const {
   w.Uint64(cfg_.max_subscription_bytes);
   w.Key("max_subscription_bytes_total");
   w.Uint64(cfg_.max_subscription_bytes_total);
+  w.Key("max_history_bytes_per_connection");
+  w.Uint64(cfg_.max_history_bytes_per_connection);
   w.Key("max_subid_length");
   w.Uint64(proto::max_subscription_id_len);
   w.Key("auth_required");

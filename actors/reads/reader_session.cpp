@@ -7,6 +7,7 @@
 #include "db/event_store.hpp"
 #include "db/group_store.hpp"
 #include "db/membership_store.hpp"
+#include "db/read_budget.hpp"
 
 namespace waggle {
 
@@ -15,9 +16,10 @@ namespace {
 // Read access to the community, then to every channel in `access`, or the
 // refusal of the first that may not be read (docs/communities.md,
 // proto::nip29::may_read).
-access_reply check_access(pqxx::connection& conn, int64_t community_id, const read_access& access) {
+access_reply check_access(pqxx::connection& conn, int64_t community_id, const read_access& access,
+                          db::read_budget& budget) {
   access_reply reply;
-  auto facts = db::read_community_access(conn, community_id, access.pubkeys);
+  auto facts = db::read_community_access(conn, community_id, access.pubkeys, &budget);
   reply.community = {true, facts.policy == community_policy::open, std::move(facts.members),
                      std::move(facts.guests)};
   if (!facts.exists || !reply.community.allows()) {
@@ -26,7 +28,8 @@ access_reply check_access(pqxx::connection& conn, int64_t community_id, const re
   }
   if (access.channels.empty())
     return reply;
-  for (auto& a : db::read_channel_access(conn, community_id, access.channels, access.pubkeys)) {
+  for (auto& a : db::read_channel_access(conn, community_id, access.channels, access.pubkeys,
+                                           &budget)) {
     if (auto st = proto::nip29::may_read(a.view, a.members.size()); !st.ok()) {
       reply.err = {st.code, st.reason + " (" + a.channel + ")"};
       reply.grants.clear();
@@ -54,6 +57,7 @@ void reader_session_state::init(reader_session_ptr self_ptr, std::string databas
                                           reader_session_setup(statement_timeout_ms),
                                           log::session_report);
   limits = l;
+  statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
 }
 
 template <class Reply, class Fn>
@@ -64,14 +68,21 @@ Reply reader_session_state::run_read(Fn&& fn) {
     reply.err = {ec::unavailable, "database unavailable"};
     return reply;
   }
+  // The read's whole time in the database, from here: each of its
+  // statements gets what is left of it (db/read_budget.hpp).
+  db::read_budget budget{statement_timeout};
   try {
-    fn(*conn, reply);
+    fn(*conn, reply, budget);
+  } catch (const db::read_budget_spent&) {
+    log::warn("reader", "query took too long", {});
+    reply.err = {ec::unavailable, "query took too long"};
   } catch (const pqxx::broken_connection&) {
     session->reset();
     reply.err = {ec::unavailable, "database unavailable"};
   } catch (const pqxx::sql_error& e) {
-    // 57014 query_canceled: our statement_timeout (nobody else cancels a
-    // reader's query). Said as such, so a client with too wide a read knows.
+    // 57014 query_canceled: our statement_timeout, as the budget armed it
+    // (nobody else cancels a reader's query). Said as such, so a client with
+    // too wide a read knows.
     if (e.sqlstate() == "57014") {
       log::warn("reader", "query took too long", {});
       reply.err = {ec::unavailable, "query took too long"};
@@ -100,36 +111,40 @@ void reader_session_state::idle() {
 int64_t reader_session_state::read_clock() const { return env.sources.unix_now(); }
 
 history_reply reader_session_state::on_history(const history_request& req) {
-  return run_read<history_reply>([&](pqxx::connection& conn, history_reply& reply) {
+  return run_read<history_reply>([&](pqxx::connection& conn, history_reply& reply,
+                                     db::read_budget& budget) {
     // Checked again here, after the subscription was registered with the
     // hub: a removal that committed since the first check is seen now, and
     // one that commits later reaches the subscription as a channel_revoked
     // through the hub.
-    auto access = check_access(conn, req.community_id, req.access);
+    auto access = check_access(conn, req.community_id, req.access, budget);
     if (!access.err.ok()) {
       reply.err = access.err;
       return;
     }
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
-    reply.raws = db::query_events(conn, req.community_id, req.filters, limits, read_clock());
+    reply.raws =
+      db::query_events(conn, req.community_id, req.filters, limits, read_clock(), &budget);
   });
 }
 
 count_reply reader_session_state::on_count(const count_request& req) {
-  return run_read<count_reply>([&](pqxx::connection& conn, count_reply& reply) {
-    if (auto access = check_access(conn, req.community_id, req.access); !access.err.ok()) {
+  return run_read<count_reply>([&](pqxx::connection& conn, count_reply& reply,
+                                   db::read_budget& budget) {
+    if (auto access = check_access(conn, req.community_id, req.access, budget); !access.err.ok()) {
       reply.err = access.err;
       return;
     }
-    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock());
+    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock(), &budget);
   });
 }
 
 access_reply reader_session_state::on_access(const access_request& req) {
   access_reply out;
-  auto fallback = run_read<access_reply>([&](pqxx::connection& conn, access_reply&) {
-    out = check_access(conn, req.community_id, req.access);
+  auto fallback = run_read<access_reply>([&](pqxx::connection& conn, access_reply&,
+                                             db::read_budget& budget) {
+    out = check_access(conn, req.community_id, req.access, budget);
   });
   return fallback.err.ok() ? out : fallback;
 }

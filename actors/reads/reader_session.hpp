@@ -23,6 +23,8 @@ struct reader_session_state {
   reader_session_ptr self = nullptr;
   std::unique_ptr<db::session> session;
   proto::filter_limits limits;
+  // The budget of one read, all its statements together (db/read_budget.hpp).
+  std::chrono::milliseconds statement_timeout{0};
   node_env env;  // named after the session ("reader-0"): its trace records
   caf::actor pool;  // from reader_attach: told reader_idle after every read
   uint64_t index = 0;
@@ -41,8 +43,10 @@ struct reader_session_state {
 };
 
 // `statement_timeout_ms` (> 0) is set on the session's connection at every
-// (re)connect: a read that runs longer is cancelled by PostgreSQL itself and
-// answered `error: query took too long`.
+// (re)connect, and bounds each read as a whole: every statement of a read
+// gets what is left of it, so a read that runs longer is cancelled by
+// PostgreSQL itself (or ended before its next statement) and answered
+// `error: query took too long`.
 reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
                                                         std::string database_url, std::string role,
                                                         proto::filter_limits limits,

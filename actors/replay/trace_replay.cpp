@@ -137,6 +137,10 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   cfg.max_filters = size("max_filters", cfg.max_filters);
   cfg.max_filter_values = size("max_filter_values", cfg.max_filter_values);
   cfg.max_subscription_bytes = size("max_subscription_bytes", cfg.max_subscription_bytes);
+  // Traces from before these: no history cap, no stall rule (which reads the
+  // clock as histories go out, readings such a trace does not have).
+  cfg.max_history_bytes_per_connection = size("max_history_bytes_per_connection", 0);
+  cfg.history_stall_seconds = static_cast<int>(int_field(node, "history_stall_seconds", 0));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   return cfg;

@@ -126,6 +126,7 @@ struct fake_node {
             self->quit();
           },
           [](const socket_drained&) {},
+          [](history_stall_check) {},
           [](const live_event&) {},
           [](drain_request) {},
           [](const channel_revoked&) {},

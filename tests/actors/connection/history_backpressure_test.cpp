@@ -45,17 +45,24 @@ class history_test : public actor_test {
   }
   ~history_test() override { reader_log->held_requests.clear(); }
 
-  connection_actor open(std::shared_ptr<gated_sink> sink, size_t max_bytes = 0) {
+  connection_actor open(std::shared_ptr<gated_sink> sink, size_t max_bytes = 0,
+                        std::function<void(connection_settings&)> tweak = {}) {
     connection_settings settings;
     settings.community_id = 1;
     settings.host = "chat.example";
     settings.history_slice_frames = 3;
     settings.max_subscription_bytes = max_bytes;
     settings.subscription_budget = budget;
+    settings.max_history_bytes = 0;
+    settings.history_stall = caf::timespan{0};
+    if (tweak)
+      tweak(settings);
+    auto env = test_env(now);
+    stats = env.stats;
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
                                        caf::actor_cast<reader_pool_actor>(reader_raw), {}, {}, {}},
-                      test_env(now), sink);
+                      env, sink);
     run();
     sink->take();  // the challenge
     auto auth = test::event_builder{alice_sk}.kind(22242).at(now)
@@ -80,7 +87,21 @@ class history_test : public actor_test {
     run();
   }
 
+  bool refused(const std::string& label, int n) const {
+    return stats->render().find("waggle_refusals_total{reason=\"" + label + "\"} "
+                                + std::to_string(n))
+           != std::string::npos;
+  }
+  // `n` events of bob's, newest first.
+  std::vector<std::string> history_of(int n, const std::string& tag = "h") {
+    std::vector<std::string> raws;
+    for (int i = 0; i < n; ++i)
+      raws.push_back(make_event(bob_sk, 1, tag + std::to_string(i), now - i).raw);
+    return raws;
+  }
+
   std::shared_ptr<memory_budget> budget = std::make_shared<memory_budget>(0);
+  std::shared_ptr<waggle::metrics> stats;
   std::shared_ptr<fake_reader_log> reader_log = std::make_shared<fake_reader_log>();
   std::shared_ptr<fake_ingest_log> ingest_log = std::make_shared<fake_ingest_log>();
   caf::actor reader_raw;
@@ -130,8 +151,11 @@ TEST_F(history_test, a_close_while_the_history_waits_drops_it_and_its_bytes) {
   for (int i = 0; i < 5; ++i)
     raws.push_back(make_event(bob_sk, 1, "h" + std::to_string(i), now - i).raw);
   history_next(raws);
+  EXPECT_GT(budget->used(), 0u) << "the history is held";
   send(conn, R"(["CLOSE","s"])");
-  EXPECT_GT(budget->used(), 0u) << "the history is still held";
+  // Given back at the CLOSE, not when a drain would have reached it
+  // (issue 13, finding 1: a socket that never drains kept it forever).
+  EXPECT_EQ(budget->used(), 0u);
   drain(*sink);
   EXPECT_TRUE(sink->take().empty());
   EXPECT_EQ(budget->used(), 0u);
@@ -165,6 +189,97 @@ TEST_F(history_test, reqs_are_charged_to_the_connection_and_given_back) {
   caf::anon_send(conn, socket_closed{});
   run();
   EXPECT_EQ(budget->used(), 0u);
+}
+
+// Issue 13, finding 1: one slow reader with many large REQs held the whole
+// node-wide budget. Its unsent history is now capped per connection.
+TEST_F(history_test, unsent_history_is_capped_per_connection) {
+  auto sink = std::make_shared<gated_sink>();
+  auto one = history_of(5);
+  size_t held = 0;
+  for (auto& raw : one)
+    held += raw.size() + history_frame_overhead;
+  auto conn = open(sink, 0, [&](connection_settings& s) { s.max_history_bytes = held + held / 2; });
+  send(conn, R"(["REQ","a",{"kinds":[1]}])");
+  history_next(one);
+  EXPECT_TRUE(sink->take().empty()) << "queued, under the cap";
+  send(conn, R"(["REQ","b",{"kinds":[1]}])");
+  history_next(history_of(5, "b"));
+  EXPECT_EQ(sink->take(), std::vector<std::string>{proto::render_closed(
+                            "b", "rate-limited: too much unsent history on this connection")});
+  EXPECT_TRUE(refused("history_bytes", 1));
+  // Once a has gone out, its bytes are given back and there is room again.
+  send(conn, R"(["REQ","c",{"kinds":[1]}])");
+  drain(*sink);
+  drain(*sink);
+  EXPECT_EQ(sink->take().size(), 6u);  // a's five events and its EOSE
+  history_next(history_of(5, "c"));
+  EXPECT_TRUE(sink->take().empty()) << "c is queued: a's bytes were given back";
+  drain(*sink);
+  drain(*sink);
+  EXPECT_EQ(sink->take().size(), 6u);
+}
+
+// Issue 13, finding 1: a closed or replaced delivery behind a stuck one was
+// given back only when it reached the front of the queue.
+TEST_F(history_test, a_delivery_behind_a_stuck_one_is_given_back_when_closed_or_replaced) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","a",{"kinds":[1]}])");
+  history_next(history_of(5, "a"));
+  const size_t with_a = budget->used();
+  send(conn, R"(["REQ","b",{"kinds":[1]}])");
+  history_next(history_of(5, "b"));
+  send(conn, R"(["REQ","c",{"kinds":[1]}])");
+  history_next(history_of(5, "c"));
+  EXPECT_TRUE(sink->take().empty());
+  send(conn, R"(["CLOSE","c"])");
+  send(conn, R"(["REQ","b",{"ids":[")" + std::string(64, 'f') + R"("]}])");  // replaces b
+  EXPECT_EQ(budget->used(), with_a + subscription_bytes({*proto::parse_filter(
+                                       R"({"ids":[")" + std::string(64, 'f') + R"("]})", {})}))
+    << "c's and the old b's histories are given back at once";
+  history_next({});  // the new b's (empty) history waits behind a
+  drain(*sink);
+  drain(*sink);
+  auto out = sink->take();
+  ASSERT_EQ(out.size(), 7u);  // a's five events and EOSE, the new b's EOSE
+  EXPECT_EQ(out.back(), proto::render_eose("b"));
+  EXPECT_TRUE(sink->waiters.empty());
+}
+
+// Issue 13, finding 1: a client that reads a frame just often enough to
+// escape the gateway's write-stall rule held its queued history forever.
+TEST_F(history_test, queued_histories_the_socket_takes_no_slice_of_in_time_are_ended) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink, 0, [](connection_settings& s) { s.history_stall = std::chrono::seconds(60); });
+  send(conn, R"(["REQ","live",{"kinds":[7]}])");
+  history_next({});
+  send(conn, R"(["REQ","a",{"kinds":[1]}])");
+  history_next(history_of(7, "a"));
+  send(conn, R"(["REQ","b",{"kinds":[1]}])");
+  history_next(history_of(2, "b"));
+  sink->take();
+  sched().advance_time(std::chrono::seconds(30));
+  run();
+  drain(*sink);  // a slice at 30 s: the clock starts again
+  EXPECT_EQ(sink->take().size(), 3u);
+  sched().advance_time(std::chrono::seconds(59));
+  run();
+  EXPECT_TRUE(sink->take().empty()) << "59 s since the last slice";
+  sched().advance_time(std::chrono::seconds(1));
+  run();
+  EXPECT_EQ(sink->take(),
+            (std::vector<std::string>{proto::render_closed("a", "rate-limited: history not read in time"),
+                                      proto::render_closed("b", "rate-limited: history not read in time")}));
+  EXPECT_TRUE(refused("history_stall", 2));
+  EXPECT_EQ(budget->used(), subscription_bytes({*proto::parse_filter(R"({"kinds":[7]})", {})}))
+    << "only the live subscription is still held";
+  // The live subscription stays, and a later history is served as usual.
+  drain(*sink);
+  EXPECT_TRUE(sink->take().empty());
+  send(conn, R"(["REQ","c",{"kinds":[1]}])");
+  history_next(history_of(2, "c"));
+  EXPECT_EQ(sink->take().size(), 3u);
 }
 
 TEST(memory_budget, reserves_up_to_its_limit_and_counts_what_is_released) {

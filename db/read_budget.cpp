@@ -1,0 +1,32 @@
+#include "db/read_budget.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace waggle::db {
+
+read_budget::read_budget(std::chrono::milliseconds total, clock::time_point start)
+  : total_(total), start_(start),
+    slack_(std::min(total / 20, std::chrono::milliseconds(50))) {}
+
+std::chrono::milliseconds read_budget::remaining(clock::time_point now) const {
+  return total_ - std::chrono::duration_cast<std::chrono::milliseconds>(now - start_);
+}
+
+void read_budget::before_statement(pqxx::transaction_base& tx) {
+  if (total_.count() <= 0)
+    return;
+  auto now = clock::now();
+  auto left = remaining(now);
+  if (left.count() <= 0)
+    throw read_budget_spent{};
+  // Once past the slack, every later statement is armed (SET LOCAL lasts
+  // only for its transaction, and a read runs several).
+  if (now - start_ <= slack_)
+    return;
+  // At least 1: 0 would mean no timeout at all.
+  auto ms = std::max<int64_t>(1, left.count());
+  tx.exec("SELECT set_config('statement_timeout', '" + std::to_string(ms) + "', true)");
+}
+
+}  // namespace waggle::db

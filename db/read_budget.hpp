@@ -1,0 +1,54 @@
+#pragma once
+
+// The time one read (a REQ's history, a COUNT, an access check) may spend in
+// the database, across all its statements. PostgreSQL's statement_timeout is
+// per statement: a REQ of 10 filters runs 10 of them, so the session value
+// alone let one read take 10 times it, past its caller's --read-timeout-ms.
+// Before each statement the budget gives it what is left of the read's time
+// (SET LOCAL, through set_config), and a read with nothing left is ended
+// before its next statement (docs/protocol.md, "Read limits").
+
+#include <chrono>
+#include <stdexcept>
+
+#include <pqxx/transaction_base>
+
+namespace waggle::db {
+
+// Thrown before a statement when the read has no time left; the reader
+// answers it as it answers a statement cancelled by statement_timeout.
+struct read_budget_spent : std::runtime_error {
+  read_budget_spent() : std::runtime_error("read time budget spent") {}
+};
+
+class read_budget {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // `total` must be the session's own statement_timeout (the reader sessions
+  // set both from --read-statement-timeout-ms): a statement the budget does
+  // not arm runs under it. 0 = no budget.
+  explicit read_budget(std::chrono::milliseconds total, clock::time_point start = clock::now());
+
+  // Call before each statement of the read, inside its transaction. Throws
+  // read_budget_spent when nothing is left.
+  void before_statement(pqxx::transaction_base& tx);
+
+  std::chrono::milliseconds remaining(clock::time_point now = clock::now()) const;
+
+ private:
+  std::chrono::milliseconds total_;
+  clock::time_point start_;
+  // Until this much of the budget is used, statements run under the session
+  // value without a set_config round trip: a fast read (nearly all of them)
+  // pays nothing, and a read overruns its budget by at most this.
+  std::chrono::milliseconds slack_;
+};
+
+// For the read paths' optional budget.
+inline void before_statement(read_budget* budget, pqxx::transaction_base& tx) {
+  if (budget)
+    budget->before_statement(tx);
+}
+
+}  // namespace waggle::db
