@@ -23,7 +23,9 @@ std::chrono::milliseconds refusal_pacer::on_refusal(bucket_clock::time_point now
   if (credit_ >= 0)
     return milliseconds{0};
   auto until = now + duration_cast<bucket_clock::duration>(duration<double>(-credit_ / p.per_second));
-  if (until <= paused_until_ + milliseconds{100})
+  // Within a pause, asked again only once the debt outgrows it; once a pause
+  // is over, the first refusal in debt pauses again at once.
+  if (now < paused_until_ && until <= paused_until_ + milliseconds{100})
     return milliseconds{0};
   paused_until_ = until;
   return std::max(milliseconds{1}, duration_cast<milliseconds>(until - now));

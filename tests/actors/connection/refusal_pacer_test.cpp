@@ -55,3 +55,14 @@ TEST(RefusalPacer, OffNeverPauses) {
   for (int i = 0; i < 1000; ++i)
     ASSERT_EQ(p.on_refusal(t, refusal_pacing{0, 5, 2000ms}), 0ms);
 }
+
+TEST(RefusalPacer, AFloodAfterAPauseEndedIsPausedAgainAtOnce) {
+  refusal_pacer p;
+  auto t = bucket_clock::time_point{} + 100s;
+  for (int i = 0; i < 5; ++i)
+    p.on_refusal(t, pace);
+  ASSERT_EQ(p.on_refusal(t, pace), 100ms);  // paused until t + 100 ms
+  // At its end the debt is paid with no credit left: the very next refusal
+  // pauses again (the old pause's end must not excuse it).
+  EXPECT_EQ(p.on_refusal(t + 100ms, pace), 100ms);
+}
