@@ -11,6 +11,7 @@
 // A plain class with the clock passed in, so the arithmetic has unit tests.
 
 #include <chrono>
+#include <string_view>
 
 #include "actors/support/token_bucket.hpp"
 
@@ -26,13 +27,27 @@ struct refusal_pacing {
   bool off() const { return per_second <= 0 || burst <= 0; }
 };
 
+// What one answer to a client's frame counts against the pace, decided by its
+// machine-readable prefix alone, so every answer path (at once, or a verdict
+// coming back from ingest, the write policy, the membership actor or a
+// reader) is paced alike (docs/protocol.md, "Refusal pacing"):
+//   invalid:, restricted:, blocked:, rate-limited:, pow:, mute:   1
+//   auth-required:                                                 0.1
+//   error: query took too long (the client's query shape)          1
+//   duplicate:, other error: (node-side), "" (accepted)            0
+// auth-required: counts a tenth: a client that opens its subscriptions and
+// then authenticates (normal) spends 6.4 of the burst for 64 REQs, while an
+// unauthenticated flood is still paced, at ten times the frames.
+double refusal_weight(std::string_view message);
+
 class refusal_pacer {
  public:
-  // Counts one refusal at `now`. Returns how long the socket should stop
-  // reading, from now; zero when it need not, or when the pause already
-  // asked for covers the debt (within a tenth of a second, so a flood asks
-  // the session a few times per pause, not once per frame).
-  std::chrono::milliseconds on_refusal(bucket_clock::time_point now, const refusal_pacing& p);
+  // Counts one refusal (or `weight` of one) at `now`. Returns how long the
+  // socket should stop reading, from now; zero when it need not, or when the
+  // pause already asked for covers the debt (within a tenth of a second, so
+  // a flood asks the session a few times per pause, not once per frame).
+  std::chrono::milliseconds on_refusal(bucket_clock::time_point now, const refusal_pacing& p,
+                                       double weight = 1);
   // Refusals that may still be made now before pacing starts (negative: debt).
   double credit(bucket_clock::time_point now, const refusal_pacing& p) const;
 

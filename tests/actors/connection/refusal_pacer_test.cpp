@@ -66,3 +66,25 @@ TEST(RefusalPacer, AFloodAfterAPauseEndedIsPausedAgainAtOnce) {
   // pauses again (the old pause's end must not excuse it).
   EXPECT_EQ(p.on_refusal(t + 100ms, pace), 100ms);
 }
+
+// What counts, by prefix (red-team findings 3 and 7).
+TEST(RefusalPacer, AnAnswerCountsByItsPrefix) {
+  for (auto* m : {"invalid: bad signature", "restricted: not a member", "blocked: banned",
+                  "rate-limited: slow down", "pow: difficulty 20", "mute: no"})
+    EXPECT_EQ(refusal_weight(m), 1) << m;
+  EXPECT_DOUBLE_EQ(refusal_weight("auth-required: authenticate first"), 0.1);
+  EXPECT_EQ(refusal_weight("error: query took too long"), 1);
+  for (auto* m : {"", "duplicate: already have this event", "error: database unavailable",
+                  "error: count failed", "error: relay is shutting down", "no prefix at all"})
+    EXPECT_EQ(refusal_weight(m), 0) << m;
+}
+
+TEST(RefusalPacer, TenthsAddUpToOneRefusal) {
+  refusal_pacer p;
+  auto t = bucket_clock::time_point{} + 100s;
+  // The burst of 5 in tenths: 50 of them are free, not one pauses.
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(p.on_refusal(t, pace, 0.1), 0ms) << i;
+  EXPECT_EQ(p.on_refusal(t, pace, 1), 100ms);
+  EXPECT_EQ(p.on_refusal(t, pace, 0), 0ms) << "weight 0 counts nothing";
+}
