@@ -137,7 +137,7 @@ void connection_state::on_revoked(const channel_revoked& msg) {
       ended.push_back(sub_id);
   }
   for (auto& sub_id : ended)
-    end_subscription(sub_id, status{ec::restricted, msg.deleted
+    revoke_subscription(sub_id, status{ec::restricted, msg.deleted
                                                       ? "channel " + msg.channel + " was deleted"
                                                       : "no longer a member of private channel " +
                                                           msg.channel}
@@ -153,10 +153,13 @@ void connection_state::on_revoked(const access_revoked& msg) {
     return;
   if (msg.pubkey.empty())
     settings.community_open = false;
-  else
+  else {
     // The key lost its access: its next frame is refused here, and it must
-    // authenticate again once it is let back in.
+    // authenticate again once it is let back in (with a verify: its old
+    // AUTH is no longer answered from memory).
     authed.erase(msg.pubkey);
+    auth_ids.erase(msg.pubkey);
+  }
   std::vector<std::string> ended;
   for (auto& [sub_id, sub] : subs) {
     auto& g = sub.community;
@@ -174,7 +177,7 @@ void connection_state::on_revoked(const access_revoked& msg) {
       ended.push_back(sub_id);
   }
   for (auto& sub_id : ended)
-    end_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
+    revoke_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
 }
 
 }  // namespace waggle

@@ -116,6 +116,9 @@ struct connection_state {
 
   std::string challenge;
   std::set<std::string> authed;  // pubkeys proven on this connection
+  // The id of the AUTH event that last proved each of them: sent again, it
+  // is answered from memory (no verify). At most max_auth_keys entries.
+  std::unordered_map<std::string, std::string> auth_ids;
   std::unordered_map<std::string, subscription> subs;
   uint64_t next_generation = 0;
   size_t subscription_bytes = 0;  // sum of subs' bytes (the per-connection budget)
@@ -168,13 +171,17 @@ struct connection_state {
   void on_req(proto::req_msg&& req);
   void on_count(proto::count_msg&& req);
   void on_close(const proto::close_msg& msg);
+  // Every OK, CLOSED and NOTICE answering the client goes out through these
+  // three and answer_client, the one place that paces a refusal, by its
+  // prefix (refusal_weight; docs/protocol.md, "Refusal pacing").
   void send_ok(const std::string& id, bool accepted, const std::string& message);
+  void send_closed(const std::string& sub_id, const std::string& message);
+  void send_notice(const std::string& message);
+  void answer_client(std::string frame, std::string_view message);
   void reject(const std::string& id, const status& st);
-  // CLOSED for a REQ/COUNT refused before it ran; paced like every refusal.
-  void refuse_read(const std::string& sub_id, const std::string& message);
-  // Counts one refusal of a client frame and, past the pacing burst, asks the
-  // socket to stop reading for a while (refusal_pacer.hpp).
-  void paced_refusal();
+  // Counts `weight` refusals and, past the pacing burst, asks the socket to
+  // stop reading for a while (refusal_pacer.hpp).
+  void pace(double weight);
   void answer_with(const std::string& id, const answer& a);
   void on_ingest_reply(const std::string& id, const ingest_reply& reply);
   void dispatch(event_ptr ev, admission admitted);
@@ -188,6 +195,8 @@ struct connection_state {
   read_access access_for(const std::vector<proto::filter>& filters) const;
   void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void end_subscription(const std::string& sub_id, const std::string& message);
+  // The same for a revocation, which is no answer to the client: unpaced.
+  void revoke_subscription(const std::string& sub_id, const std::string& message);
   // history_sender.cpp: the history of a REQ, sent as the socket drains.
   bool charge_subscription(const std::string& sub_id, size_t bytes);
   void release_bytes(size_t bytes);

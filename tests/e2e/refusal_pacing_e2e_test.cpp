@@ -33,11 +33,12 @@ class refusal_pacing_e2e : public node_e2e {
     configure_ = nullptr;
   }
 
-  // Sends COUNTs that are refused at once (not authenticated: auth-required)
+  // Sends COUNTs that are refused at once (an unknown filter field:
+  // invalid:, which counts a whole refusal; auth-required: counts a tenth)
   // and reads their CLOSEDs.
   static int flood_refused(gateway::ws_client& c, int n) {
     for (int i = 0; i < n; ++i)
-      c.send_text(R"(["COUNT","c)" + std::to_string(i) + R"(",{}])");
+      c.send_text(R"(["COUNT","c)" + std::to_string(i) + R"(",{"bogus":1}])");
     int closed = 0;
     while (closed < n) {
       auto f = c.read_text(10s);
@@ -52,7 +53,7 @@ class refusal_pacing_e2e : public node_e2e {
   // Seconds from sending one more refused frame to its answer.
   static double next_refusal_seconds(gateway::ws_client& c) {
     auto start = std::chrono::steady_clock::now();
-    c.send_text(R"(["COUNT","last",{}])");
+    c.send_text(R"(["COUNT","last",{"bogus":1}])");
     while (auto f = c.read_text(10s))
       if (f->find("\"last\"") != std::string::npos)
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -110,4 +111,36 @@ TEST_F(refusal_pacing_e2e, OneFloodingConnectionDoesNotPauseAnother) {
   EXPECT_NE(publish(*other, ev).find(",true,"), std::string::npos);
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 1.0);
+}
+
+// Red-team finding 7: a client that opens its subscriptions before it
+// authenticates (normal: they are refused with auth-required:, and it sends
+// them again after its AUTH) is not paused, though it sent more REQs than
+// the burst (20 here): each counts a tenth. Counted whole, the AUTH would
+// wait out a 2 s pause.
+TEST_F(refusal_pacing_e2e, ReqsBeforeAuthDoNotPauseTheAuthThatFollows) {
+  gateway::ws_client c;
+  ASSERT_TRUE(c.connect("127.0.0.1", port_, "alpha.test")) << c.error();
+  auto challenge_frame = c.read_text(5s);
+  ASSERT_TRUE(challenge_frame.has_value());
+  std::string challenge = parse(*challenge_frame)[1].GetString();
+  for (int i = 0; i < 150; ++i)
+    c.send_text(R"(["REQ","s)" + std::to_string(i) + R"(",{"kinds":[1]}])");
+  int closed = 0;
+  while (closed < 150) {
+    auto f = c.read_text(10s);
+    ASSERT_TRUE(f.has_value()) << closed;
+    if (f->find("auth-required:") != std::string::npos)
+      ++closed;
+  }
+  auto auth = signed_event(alice, 22242, "",
+                           {{"relay", "ws://alpha.test/"}, {"challenge", challenge}});
+  auto start = std::chrono::steady_clock::now();
+  c.send_text("[\"AUTH\"," + auth.raw + "]");
+  auto ok = c.read_text(10s);
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_NE(ok->find(",true,"), std::string::npos) << *ok;
+  std::printf("[ figures  ] AUTH after 150 refused REQs answered after %.3f s\n", seconds);
+  EXPECT_LT(seconds, 1.0) << "not paused";
 }
