@@ -241,13 +241,14 @@ TEST_F(refusal_answers_test, refusals_from_ingest_are_paced) {
 // error: is no fault of the client's: neither is ever paced.
 TEST_F(refusal_answers_test, duplicates_and_node_errors_are_never_paced) {
   auto conn = open_authed();
-  for (int i = 0; i < 300; ++i)
+  // 150 of each, each kind past the burst on its own.
+  for (int i = 0; i < 450; ++i)
     send(conn, frame("EVENT", make_event(alice_sk, 1, std::to_string(i)).raw));
-  for (int i = 0; i < 300; ++i)
+  for (int i = 0; i < 450; ++i)
     commit_next(i % 3 == 0   ? write_outcome::duplicate
                 : i % 3 == 1 ? write_outcome::superseded
                              : write_outcome::failed);
-  EXPECT_EQ(sink->take().size(), 300u);
+  EXPECT_EQ(sink->take().size(), 450u);
   EXPECT_TRUE(sink->pauses.empty());
 }
 
