@@ -141,6 +141,8 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   // clock as histories go out, readings such a trace does not have).
   cfg.max_history_bytes_per_connection = size("max_history_bytes_per_connection", 0);
   cfg.history_stall_seconds = static_cast<int>(int_field(node, "history_stall_seconds", 0));
+  // Traces from before pages: every history was read at once.
+  cfg.history_page_rows = static_cast<uint32_t>(int_field(node, "history_page_rows", 0));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   return cfg;
