@@ -283,7 +283,7 @@ void replayer::check_request(const record& r) {
       continue;
     if (!first_open)
       first_open = j;
-    if (s.requests[j].type == r.type && s.requests[j].msg == r.msg) {
+    if (s.requests[j].type == r.type && s.requests[j].same_as(r.msg)) {
       s.matched[j] = true;
       s.order.push_back(j);
       return;
