@@ -61,7 +61,22 @@ struct plan {
   std::optional<int64_t> since, until;
   uint32_t limit = 0;
   int64_t now = 0;  // NIP-40: rows with expires_at <= now are not served
+  // A later page: only rows past this (created_at, id hex) in history
+  // order (newest first, ties by id ascending).
+  std::optional<std::pair<int64_t, std::string>> after;
 };
+
+// Rows past the page horizon on (created_at, id) columns: the `<=` on
+// created_at alone is what an index range scan can use; the rest settles the
+// second that holds the horizon.
+std::string after_conditions(const plan& p, params& ps, const char* created_at, const char* id) {
+  if (!p.after)
+    return "";
+  std::string c = ps.add(std::to_string(p.after->first)) + "::bigint";
+  std::string i = "decode(" + ps.add(p.after->second) + ", 'hex')";
+  return std::string(" AND ") + created_at + " <= " + c + " AND (" + created_at + " < " + c +
+         " OR " + id + " > " + i + ")";
+}
 
 std::optional<std::vector<std::string>> hex_list(const std::vector<std::string>* v, bool& empty) {
   if (!v)
@@ -175,6 +190,7 @@ std::string event_conditions(const plan& p, params& ps, const std::string& commu
       w += " AND e.created_at >= " + std::to_string(*p.since);
     if (p.until)
       w += " AND e.created_at <= " + std::to_string(*p.until);
+    w += after_conditions(p, ps, "e.created_at", "e.id");
   }
   for (const auto& [letter, values] : p.tags) {
     if (letter == driver_tag)
@@ -201,6 +217,7 @@ std::string tag_row_conditions(const plan& p, params& ps) {
     t += " AND t.created_at >= " + std::to_string(*p.since);
   if (p.until)
     t += " AND t.created_at <= " + std::to_string(*p.until);
+  t += after_conditions(p, ps, "t.created_at", "t.event_id");
   return t;
 }
 
@@ -272,42 +289,100 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
                                       const std::vector<proto::filter>& filters,
                                       const proto::filter_limits& lim, int64_t now,
                                       read_budget* budget) {
+  return query_events_page(conn, community_id, filters, lim, now, history_page{}, budget).raws;
+}
+
+history_page_result query_events_page(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<proto::filter>& filters,
+                                      const proto::filter_limits& lim, int64_t now,
+                                      const history_page& at, read_budget* budget) {
   struct row {
     int64_t created_at;
     std::string id;
     std::string raw;
   };
-  std::vector<row> rows;
-  std::unordered_set<std::string> seen;
-  size_t cap = 0;
+  // History order: newest first, ties by id ascending.
+  auto before = [](int64_t ca, const std::string& ia, int64_t cb, const std::string& ib) {
+    return ca != cb ? ca > cb : ia < ib;
+  };
+  std::vector<uint32_t> remaining = at.remaining;
+  if (remaining.size() != filters.size()) {  // the first page: each filter's limit
+    remaining.assign(filters.size(), 0);
+    for (size_t i = 0; i < filters.size(); ++i)
+      if (plan p = plan_of(filters[i], lim, false, now); !p.empty)
+        remaining[i] = p.limit;
+  }
+  std::vector<std::vector<row>> fetched(filters.size());
+  std::vector<bool> truncated(filters.size(), false);
   pqxx::read_transaction tx(conn);
-  for (const auto& f : filters) {
-    plan p = plan_of(f, lim, false, now);
+  for (size_t i = 0; i < filters.size(); ++i) {
+    if (remaining[i] == 0)
+      continue;
+    plan p = plan_of(filters[i], lim, false, now);
     if (p.empty)
       continue;
-    cap += p.limit;
+    p.limit = at.rows == 0 ? remaining[i] : std::min(at.rows, remaining[i]);
+    if (at.started)
+      p.after = std::pair{at.horizon_created_at, at.horizon_id};
     params ps;
     std::string community = ps.add(std::to_string(community_id)) + "::bigint";
     std::string sql = history_sql(p, ps, community);
     before_statement(budget, tx);  // each filter's statement gets what is left
     auto r = tx.exec_params(sql, pqxx::prepare::make_dynamic_params(ps.values()));
-    for (const auto& rr : r) {
-      std::string id = rr[2].as<std::string>();
-      if (!seen.insert(id).second)
-        continue;
-      rows.push_back({rr[1].as<int64_t>(), std::move(id), field_string(rr[0])});
-    }
+    for (const auto& rr : r)
+      fetched[i].push_back({rr[1].as<int64_t>(), rr[2].as<std::string>(), field_string(rr[0])});
+    // Full and short of its limit: this filter may have more past its last row.
+    truncated[i] = fetched[i].size() == p.limit && p.limit < remaining[i];
   }
   tx.commit();
-  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
-    return a.created_at != b.created_at ? a.created_at > b.created_at : a.id < b.id;
+  // The new horizon: the newest last row of a filter that may have more.
+  // Every filter has read all it owes up to there; past it, a filter that
+  // stopped short may still own rows it has not read, so rows past the
+  // horizon wait for the next page (read again there, never held here).
+  const row* horizon = nullptr;
+  for (size_t i = 0; i < filters.size(); ++i)
+    if (truncated[i]) {
+      const row& last = fetched[i].back();
+      if (!horizon || before(last.created_at, last.id, horizon->created_at, horizon->id))
+        horizon = &last;
+    }
+  auto within = [&](const row& r) {
+    return !horizon || !before(horizon->created_at, horizon->id, r.created_at, r.id);
+  };
+  history_page_result out;
+  std::vector<row*> rows;
+  std::unordered_set<std::string_view> seen;
+  for (size_t i = 0; i < filters.size(); ++i) {
+    uint32_t taken = 0;
+    bool all_within = true;
+    for (auto& r : fetched[i]) {
+      if (!within(r)) {
+        all_within = false;
+        continue;
+      }
+      ++taken;
+      if (seen.insert(r.id).second)
+        rows.push_back(&r);
+    }
+    remaining[i] -= std::min(remaining[i], taken);
+    // Read to its end and all of it sent: nothing more to read for it.
+    if (!truncated[i] && all_within)
+      remaining[i] = 0;
+  }
+  std::sort(rows.begin(), rows.end(), [&](const row* a, const row* b) {
+    return before(a->created_at, a->id, b->created_at, b->id);
   });
-  if (rows.size() > cap)
-    rows.resize(cap);
-  std::vector<std::string> out;
-  out.reserve(rows.size());
-  for (auto& r : rows)
-    out.push_back(std::move(r.raw));
+  out.raws.reserve(rows.size());
+  for (auto* r : rows)
+    out.raws.push_back(std::move(r->raw));
+  out.more = std::any_of(remaining.begin(), remaining.end(), [](uint32_t n) { return n > 0; });
+  if (out.more) {
+    out.next.rows = at.rows;
+    out.next.started = true;
+    out.next.horizon_created_at = horizon->created_at;
+    out.next.horizon_id = horizon->id;
+    out.next.remaining = std::move(remaining);
+  }
   return out;
 }
 

@@ -93,6 +93,22 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
                                       const proto::filter_limits& lim, int64_t now,
                                       read_budget* budget = nullptr);
 
+// One page of the same history (docs/protocol.md, "History in pages"):
+// each filter with rows left reads at most `at.rows` of them past the
+// horizon, and what every filter owes up to the new horizon is returned, in
+// the same order as query_events. Concatenated, the pages of a history are
+// exactly what query_events returns at once (rows = 0 is that). `next` is the
+// request of the following page when `more`.
+struct history_page_result {
+  std::vector<std::string> raws;
+  bool more = false;
+  history_page next;
+};
+history_page_result query_events_page(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<proto::filter>& filters,
+                                      const proto::filter_limits& lim, int64_t now,
+                                      const history_page& at, read_budget* budget = nullptr);
+
 // NIP-45: number of distinct live events matching any filter, not expired at
 // `now` (as for query_events).
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,

@@ -29,11 +29,16 @@ class socket_sink {
     std::size_t bytes = 0;
   };
   // Calls `done` once (from any thread), as soon as the outbound queue is at
-  // or below its low-water mark, with the room left under the cap. This is
-  // what lets a large history be sent as the socket drains instead of
-  // overflowing the queue. Never called if the socket closes first. Sinks
-  // without a queue (tests, replays) have room at once.
-  virtual void notify_drained(std::function<void(room)> done) { done(room{256, 1u << 20}); }
+  // or below its low-water mark and holds at most `at_most_bytes`, with the
+  // room left under the cap. This is what lets a large history be sent as
+  // the socket drains instead of overflowing the queue, and its next page be
+  // read only once the socket has sent nearly all of the last. Never called
+  // if the socket closes first. Sinks without a queue (tests, replays) have
+  // room at once.
+  virtual void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) {
+    (void) at_most_bytes;
+    done(room{256, 1u << 20});
+  }
   // The connection's first NIP-42 AUTH succeeded: the session stops its AUTH
   // deadline and stops counting the socket as unauthenticated. A default, so
   // sinks that have no deadline (tests, replay) need not care.

@@ -30,9 +30,9 @@ class session_sink final : public socket_sink {
       s.begin_close(code, std::move(r));
     });
   }
-  void notify_drained(std::function<void(room)> done) override {
-    gate_->post_to(s_, [d = std::move(done)](ws_session& s) mutable {
-      s.notify_drained(std::move(d));
+  void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) override {
+    gate_->post_to(s_, [d = std::move(done), at_most_bytes](ws_session& s) mutable {
+      s.notify_drained(std::move(d), at_most_bytes);
     });
   }
   void authenticated() override {
@@ -215,15 +215,17 @@ bool ws_session::below_low_water() const {
          && queued_bytes_ <= st_->limits.max_outbound_bytes / 4;
 }
 
-void ws_session::notify_drained(std::function<void(socket_sink::room)> done) {
+void ws_session::notify_drained(std::function<void(socket_sink::room)> done,
+                                std::size_t at_most_bytes) {
   if (closing_ || finished_)
     return;  // the actor hears socket_closed instead
   drained_waiter_ = std::move(done);
+  drained_at_most_ = at_most_bytes;
   fire_drained_if_low();
 }
 
 void ws_session::fire_drained_if_low() {
-  if (!drained_waiter_ || !below_low_water())
+  if (!drained_waiter_ || !below_low_water() || queued_bytes_ > drained_at_most_)
     return;
   auto done = std::move(drained_waiter_);
   drained_waiter_ = nullptr;

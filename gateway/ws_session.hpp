@@ -45,7 +45,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void enqueue(std::string frame);
   void begin_close(uint16_t code, std::string reason);
   // socket_sink::notify_drained, on the strand: one waiter at a time.
-  void notify_drained(std::function<void(socket_sink::room)> done);
+  void notify_drained(std::function<void(socket_sink::room)> done, std::size_t at_most_bytes);
   // The connection's first AUTH succeeded: no deadline, no longer counted
   // as unauthenticated.
   void mark_authenticated();
@@ -112,6 +112,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   std::function<void(socket_sink::room)> drained_waiter_;
+  std::size_t drained_at_most_ = SIZE_MAX;  // the waiter's own bound on queued bytes
   // queued_bytes_ for other sessions' budget decisions (read off-strand).
   std::atomic<std::size_t> queued_shared_{0};
   uint64_t writes_done_ = 0;        // completed writes: progress

@@ -145,6 +145,7 @@ struct history_request {
   int64_t community_id = 0;
   std::vector<proto::filter> filters;
   read_access access;
+  history_page page;
 };
 
 struct history_reply {
@@ -154,6 +155,9 @@ struct history_reply {
   // so the subscription drops any authority lost before it was registered.
   std::vector<channel_grant> grants;
   community_grant community;
+  // Set when the history goes on past `raws`: the request of its next page.
+  bool more = false;
+  history_page next;
 };
 
 struct count_request {
@@ -498,12 +502,18 @@ typename Inspector::result_type inspect(Inspector& f, read_access& x) {
   return f(caf::meta::type_name("read_access"), x.channels, x.pubkeys);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, history_page& x) {
+  return f(caf::meta::type_name("history_page"), x.rows, x.started, x.horizon_created_at,
+           x.horizon_id, x.remaining);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_request& x) {
-  return f(caf::meta::type_name("history_request"), x.community_id, x.filters, x.access);
+  return f(caf::meta::type_name("history_request"), x.community_id, x.filters, x.access, x.page);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
-  return f(caf::meta::type_name("history_reply"), x.raws, x.err, x.grants, x.community);
+  return f(caf::meta::type_name("history_reply"), x.raws, x.err, x.grants, x.community, x.more,
+           x.next);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_request& x) {
@@ -782,6 +792,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::hub_unsubscribe))
   CAF_ADD_TYPE_ID(waggle, (waggle::live_event))
   CAF_ADD_TYPE_ID(waggle, (waggle::history_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::history_page))
   CAF_ADD_TYPE_ID(waggle, (waggle::history_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::count_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::count_reply))

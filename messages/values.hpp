@@ -28,6 +28,24 @@ struct ingest_item {
   event_ptr ev;
 };
 
+// -- reads --------------------------------------------------------------------
+
+// Where a history read in pages stands (docs/protocol.md, "History in
+// pages"). Every event at or before the horizon (newest first, ties by id
+// ascending) that any filter owes has been sent; the next page reads only
+// past it, so a page is a plain keyset continuation and the reader keeps no
+// state between pages.
+struct history_page {
+  // Rows each filter may return in this page; 0: the whole history at once.
+  uint32_t rows = 0;
+  bool started = false;  // false: the first page (no horizon yet)
+  int64_t horizon_created_at = 0;
+  std::string horizon_id;  // hex
+  // Per filter, rows it may still return (its limit less those sent); 0
+  // once it has nothing more. Empty on the first page: each filter's limit.
+  std::vector<uint32_t> remaining;
+};
+
 // -- writes -------------------------------------------------------------------
 
 // What storing one event did. messages/outcome.hpp says how each is answered.

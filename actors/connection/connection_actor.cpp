@@ -10,19 +10,6 @@
 
 namespace waggle {
 
-namespace {
-
-// Stored JSON is our own rendering, which starts with the id:
-// {"id":"<64 hex>",...}. Anything else is used whole as its own key.
-std::string_view id_of_raw(std::string_view raw) {
-  constexpr std::string_view head = "{\"id\":\"";
-  if (raw.size() >= head.size() + 64 && raw.substr(0, head.size()) == head)
-    return raw.substr(head.size(), 64);
-  return raw;
-}
-
-}  // namespace
-
 void connection_state::trace_input(std::string_view kind, const std::string* text) {
   if (!traced)
     return;
@@ -338,15 +325,18 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
        access = std::move(access)](hub_ack) mutable {
         if (!is_current(sub_id, generation))
           return;
-        auto asked = self->request(
-          peers.reader, settings.read_timeout,
-          history_request{settings.community_id, std::move(filters), std::move(access)});
+        history_request req{settings.community_id, std::move(filters), std::move(access), {}};
+        req.page.rows = settings.history_page_rows;
+        // Kept for the pages after the first (the hub holds the filters too,
+        // but as its index, not as a request).
+        auto first = std::make_shared<const history_request>(req);
+        auto asked = self->request(peers.reader, settings.read_timeout, std::move(req));
         reads.at_pool(generation, asked.id().request_id().integer_value());
         std::move(asked)
           .then(
             traced_reply<history_reply>(self, env,
-                                        [this, sub_id, generation](history_reply& reply) {
-                                          on_history(sub_id, generation, std::move(reply));
+                                        [this, sub_id, generation, first](history_reply& reply) {
+                                          on_history(sub_id, generation, *first, std::move(reply));
                                         }),
             [this, sub_id, generation](caf::error&) {
               if (is_current(sub_id, generation))
@@ -360,7 +350,7 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
 }
 
 void connection_state::on_history(const std::string& sub_id, uint64_t generation,
-                                  history_reply&& reply) {
+                                  const history_request& asked, history_reply&& reply) {
   if (!is_current(sub_id, generation))
     return;
   reads.done(generation);  // the REQ's read is over, whatever its answer
@@ -398,16 +388,11 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
     if (!grant.open && grant.members.empty())
       return end_subscription(
         sub_id, status{ec::restricted, "no longer allowed to read channel " + channel}.message());
-  sub.history_ids.reserve(reply.raws.size());
-  for (auto& raw : reply.raws) {
-    event_id_bin id;
-    if (id_from_hex(id_of_raw(raw), id))
-      sub.history_ids.push_back(id);
-  }
-  std::sort(sub.history_ids.begin(), sub.history_ids.end());
+  remember_history_ids(sub, reply.raws);
   if (!charge_subscription(sub_id, sub.history_ids.size() * history_id_bytes))
     return;
-  send_history(sub_id, std::move(reply.raws));
+  auto next = next_page_of(asked, reply);
+  send_history(sub_id, std::move(reply.raws), std::move(next));
 }
 
 
@@ -477,7 +462,7 @@ bool connection_state::admit_read(const std::string& sub_id, uint64_t ticket, bo
 }
 
 void connection_state::withdraw_all_reads() {
-  if (reads.any_at_pool())
+  if (reads.any_at_pool() || reading_pages())
     self->send(peers.reader, read_withdraw{{}, true});
 }
 

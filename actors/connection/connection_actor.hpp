@@ -57,6 +57,13 @@ struct connection_settings {
   // after the socket has drained (socket_sink::notify_drained).
   size_t history_slice_frames = 256;
   size_t history_slice_bytes = 1u << 20;
+  // A history is read in pages (docs/protocol.md, "History in pages"): the
+  // first of this many rows per filter, each later one twice the last (up
+  // to the largest limit), read only once the socket holds at most
+  // history_page_drain_bytes of what went before, so a client that stops
+  // reading costs the node one page, not its whole history. 0: at once.
+  uint32_t history_page_rows = 100;
+  size_t history_page_drain_bytes = 64u << 10;
   // Unsent history (text and per-frame overhead) this connection may hold
   // at once; a history that would pass it is refused. 0 = no limit. Without
   // it one slow reader could hold the whole node-wide budget.
@@ -131,6 +138,12 @@ struct connection_state {
     std::vector<std::string> raws;
     size_t next = 0;
     size_t held_bytes = 0;
+    // Paged: once `raws` is sent and the socket has drained to
+    // history_page_drain_bytes (`awaiting_empty` while it is waited for),
+    // `next_page` is read (`page_request` at the pool until it answers).
+    std::optional<history_request> next_page;
+    bool awaiting_empty = false;
+    uint64_t page_request = 0;
   };
   std::deque<history_delivery> history_queue;
   size_t history_bytes = 0;  // sum of the queue's held_bytes (max_history_bytes)
@@ -155,6 +168,8 @@ struct connection_state {
   void on_socket_closed();
   // Takes back every read of this connection still queued at the pool.
   void withdraw_all_reads();
+  // Whether a page of a history is being read (history_sender.cpp).
+  bool reading_pages() const;
   void on_drained(const socket_drained& room);
   void on_stall_check();
   void on_revoked(const channel_revoked& msg);
@@ -193,16 +208,27 @@ struct connection_state {
   void subscribe(const std::string& sub_id, uint64_t generation,
                  std::vector<proto::filter> filters, read_access access);
   read_access access_for(const std::vector<proto::filter>& filters) const;
-  void on_history(const std::string& sub_id, uint64_t generation, history_reply&& reply);
+  void on_history(const std::string& sub_id, uint64_t generation, const history_request& asked,
+                  history_reply&& reply);
   void end_subscription(const std::string& sub_id, const std::string& message);
   // The same for a revocation, which is no answer to the client: unpaced.
   void revoke_subscription(const std::string& sub_id, const std::string& message);
   // history_sender.cpp: the history of a REQ, sent as the socket drains.
   bool charge_subscription(const std::string& sub_id, size_t bytes);
   void release_bytes(size_t bytes);
-  void send_history(const std::string& sub_id, std::vector<std::string>&& raws);
+  void send_history(const std::string& sub_id, std::vector<std::string>&& raws,
+                    std::optional<history_request> next_page);
+  // The request of the page after `reply` (its size doubled), if any.
+  std::optional<history_request> next_page_of(const history_request& asked,
+                                              history_reply& reply) const;
+  void remember_history_ids(subscription& sub, const std::vector<std::string>& raws);
+  // Whether `bytes` more unsent history may be held (else the subscription
+  // is ended, rate-limited).
+  bool hold_history(const std::string& sub_id, size_t bytes);
+  void read_page(history_delivery& d);
+  void on_page(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void finish_history(const std::string& sub_id);
-  void arm_drain();
+  void arm_drain(size_t at_most_bytes = SIZE_MAX);
   // Gives back a closed or replaced subscription's queued history at once.
   void drop_history(const std::string& sub_id);
   void history_progressed();

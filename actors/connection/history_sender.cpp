@@ -13,6 +13,19 @@
 
 namespace waggle {
 
+namespace {
+
+// Stored JSON is our own rendering, which starts with the id:
+// {"id":"<64 hex>",...}. Anything else is used whole as its own key.
+std::string_view id_of_raw(std::string_view raw) {
+  constexpr std::string_view head = "{\"id\":\"";
+  if (raw.size() >= head.size() + 64 && raw.substr(0, head.size()) == head)
+    return raw.substr(head.size(), 64);
+  return raw;
+}
+
+}  // namespace
+
 bool subscription::sent_in_history(const std::string& id) const {
   event_id_bin bin;
   return id_from_hex(id, bin) && std::binary_search(history_ids.begin(), history_ids.end(), bin);
@@ -41,7 +54,61 @@ bool connection_state::charge_subscription(const std::string& sub_id, size_t byt
   return true;
 }
 
-void connection_state::send_history(const std::string& sub_id, std::vector<std::string>&& raws) {
+void connection_state::remember_history_ids(subscription& sub,
+                                            const std::vector<std::string>& raws) {
+  auto old = sub.history_ids.size();
+  sub.history_ids.reserve(old + raws.size());
+  for (auto& raw : raws) {
+    event_id_bin id;
+    if (id_from_hex(id_of_raw(raw), id))
+      sub.history_ids.push_back(id);
+  }
+  // Pages never repeat an id (each reads past the last one's horizon), so
+  // the new ids merge into the sorted ones.
+  std::sort(sub.history_ids.begin() + static_cast<std::ptrdiff_t>(old), sub.history_ids.end());
+  std::inplace_merge(sub.history_ids.begin(),
+                     sub.history_ids.begin() + static_cast<std::ptrdiff_t>(old),
+                     sub.history_ids.end());
+}
+
+std::optional<history_request> connection_state::next_page_of(const history_request& asked,
+                                                              history_reply& reply) const {
+  if (!reply.more)
+    return std::nullopt;
+  history_request next = asked;
+  next.page = std::move(reply.next);
+  // A client that read one page reads the next: doubling brings a long
+  // history to few reads, while the first page stays what a client that
+  // never reads can cost.
+  next.page.rows = std::min<uint32_t>(std::max<uint32_t>(1, asked.page.rows) * 2,
+                                      std::max<uint32_t>(settings.limits.max_limit, 1));
+  return next;
+}
+
+bool connection_state::hold_history(const std::string& sub_id, size_t held) {
+  // The connection's own cap comes first: the node-wide budget alone let one
+  // slow reader with many large REQs hold all of it, refusing every other
+  // connection's large history.
+  if (settings.max_history_bytes != 0 && history_bytes + held > settings.max_history_bytes) {
+    if (env.stats)
+      env.stats->count_refused("history_bytes");
+    end_subscription(sub_id,
+                     status{ec::rate_limited, "too much unsent history on this connection"}.message());
+    return false;
+  }
+  if (settings.subscription_budget && !settings.subscription_budget->try_reserve(held)) {
+    if (env.stats)
+      env.stats->count_refused("subscription_bytes_total");
+    end_subscription(sub_id,
+                     status{ec::rate_limited, "relay is at its subscription memory limit"}.message());
+    return false;
+  }
+  history_bytes += held;
+  return true;
+}
+
+void connection_state::send_history(const std::string& sub_id, std::vector<std::string>&& raws,
+                                    std::optional<history_request> next_page) {
   size_t text = 0;
   for (auto& raw : raws)
     text += raw.size();
@@ -51,51 +118,103 @@ void connection_state::send_history(const std::string& sub_id, std::vector<std::
       && text <= settings.history_slice_bytes) {
     for (auto& raw : raws)
       send(proto::render_event(sub_id, raw));
-    return finish_history(sub_id);
+    if (!next_page)
+      return finish_history(sub_id);
+    // The next page waits until the socket has sent nearly all of this one.
+    history_queue.push_back({sub_id, subs[sub_id].generation, {}, 0, 0, std::move(next_page),
+                             true, 0});
+    history_progressed();
+    return arm_drain(settings.history_page_drain_bytes);
   }
-  // Held until the socket takes it. The connection's own cap comes first:
-  // the node-wide budget alone let one slow reader with many large REQs
-  // hold all of it, refusing every other connection's large history.
+  // Held until the socket takes it.
   size_t held = text + raws.size() * history_frame_overhead;
-  if (settings.max_history_bytes != 0 && history_bytes + held > settings.max_history_bytes) {
-    if (env.stats)
-      env.stats->count_refused("history_bytes");
-    return end_subscription(
-      sub_id, status{ec::rate_limited, "too much unsent history on this connection"}.message());
-  }
-  if (settings.subscription_budget && !settings.subscription_budget->try_reserve(held)) {
-    if (env.stats)
-      env.stats->count_refused("subscription_bytes_total");
-    return end_subscription(
-      sub_id, status{ec::rate_limited, "relay is at its subscription memory limit"}.message());
-  }
+  if (!hold_history(sub_id, held))
+    return;
   const bool first = history_queue.empty();
-  history_queue.push_back({sub_id, subs[sub_id].generation, std::move(raws), 0, held});
-  history_bytes += held;
+  history_queue.push_back(
+    {sub_id, subs[sub_id].generation, std::move(raws), 0, held, std::move(next_page), false, 0});
   if (first)
     history_progressed();  // the stall clock starts when the queue does
   arm_drain();
 }
 
-void connection_state::arm_drain() {
+void connection_state::arm_drain(size_t at_most_bytes) {
   if (drain_armed || closed)
     return;
   drain_armed = true;
-  sink->notify_drained([me = caf::actor_cast<connection_actor>(self)](socket_sink::room room) {
-    caf::anon_send(me, socket_drained{room.frames, room.bytes});
-  });
+  sink->notify_drained(
+    [me = caf::actor_cast<connection_actor>(self)](socket_sink::room room) {
+      caf::anon_send(me, socket_drained{room.frames, room.bytes});
+    },
+    at_most_bytes);
+}
+
+void connection_state::read_page(history_delivery& d) {
+  auto sub_id = d.sub_id;
+  auto generation = d.generation;
+  auto asked = self->request(peers.reader, settings.read_timeout, *d.next_page);
+  d.page_request = asked.id().request_id().integer_value();
+  std::move(asked).then(
+    traced_reply<history_reply>(self, env,
+                                [this, sub_id, generation](history_reply& reply) {
+                                  on_page(sub_id, generation, std::move(reply));
+                                }),
+    [this, sub_id, generation](caf::error&) {
+      if (is_current(sub_id, generation))
+        end_subscription(sub_id, "error: history query failed");
+    });
+}
+
+void connection_state::on_page(const std::string& sub_id, uint64_t generation,
+                               history_reply&& reply) {
+  if (!is_current(sub_id, generation) || history_queue.empty()
+      || history_queue.front().sub_id != sub_id || history_queue.front().page_request == 0)
+    return;  // ended (its delivery went with it) while the page was read
+  auto& d = history_queue.front();
+  d.page_request = 0;
+  // The reader checked access again for this page: a removal since the
+  // last one ends the history here.
+  if (!reply.err.ok())
+    return end_subscription(sub_id, reply.err.message());
+  auto& sub = subs[sub_id];
+  remember_history_ids(sub, reply.raws);
+  if (!charge_subscription(sub_id, reply.raws.size() * history_id_bytes))
+    return;
+  size_t held = 0;
+  for (auto& raw : reply.raws)
+    held += raw.size() + history_frame_overhead;
+  if (!hold_history(sub_id, held))
+    return;
+  auto& front = history_queue.front();  // hold_history may not end it, but keep it honest
+  front.next_page = next_page_of(*front.next_page, reply);
+  front.raws = std::move(reply.raws);
+  front.next = 0;
+  front.held_bytes = held;
+  history_progressed();
+  arm_drain();
 }
 
 void connection_state::drop_history(const std::string& sub_id) {
   // At once, wherever it stands in the queue: released only when it reached
   // the front, a closed delivery behind a stuck one stayed charged.
+  std::vector<uint64_t> reading;
   std::erase_if(history_queue, [&](const history_delivery& d) {
     if (d.sub_id != sub_id)
       return false;
+    if (d.page_request != 0)
+      reading.push_back(d.page_request);
     history_bytes -= d.held_bytes;
     release_bytes(d.held_bytes);
     return true;
   });
+  // A page still queued at the pool must not run for nobody.
+  if (!reading.empty())
+    self->send(peers.reader, read_withdraw{std::move(reading), false});
+}
+
+bool connection_state::reading_pages() const {
+  return std::any_of(history_queue.begin(), history_queue.end(),
+                     [](const history_delivery& d) { return d.page_request != 0; });
 }
 
 void connection_state::history_progressed() {
@@ -146,6 +265,8 @@ void connection_state::on_drained(const socket_drained& room) {
   size_t sent_frames = 0, sent_bytes = 0;
   while (!history_queue.empty()) {
     auto& d = history_queue.front();
+    if (d.page_request != 0)
+      return;  // its next page is being read; its reply goes on
     while (d.next < d.raws.size()) {
       auto& raw = d.raws[d.next];
       if (sent_frames > 0 && (sent_frames >= frames || sent_bytes + raw.size() > bytes)) {
@@ -158,9 +279,23 @@ void connection_state::on_drained(const socket_drained& room) {
       std::string().swap(raw);  // give the text back as it goes out
       ++d.next;
     }
-    auto sub_id = std::move(d.sub_id);
     history_bytes -= d.held_bytes;
     release_bytes(d.held_bytes);
+    d.held_bytes = 0;
+    if (d.next_page) {
+      d.raws.clear();
+      d.next = 0;
+      if (!d.awaiting_empty) {
+        // Read the next page only once the socket has sent nearly all of
+        // this one: a client that stops reading is not read for.
+        d.awaiting_empty = true;
+        history_progressed();
+        return arm_drain(settings.history_page_drain_bytes);
+      }
+      d.awaiting_empty = false;
+      return read_page(d);
+    }
+    auto sub_id = std::move(d.sub_id);
     history_queue.pop_front();
     finish_history(sub_id);
   }

@@ -176,6 +176,11 @@ const std::vector<option>& options() {
       "(0 = never)",
       "60"},
      number(&node_config::history_stall_seconds)},
+    {{"--history-page-rows", "WAGGLE_HISTORY_PAGE_ROWS",
+      "a REQ's history is read in pages, the first of this many events per filter, each next "
+      "one twice as large, read as the socket drains (0 = the whole history at once)",
+      "100"},
+     number(&node_config::history_page_rows)},
     {{"--max-connections-per-ip", "WAGGLE_MAX_CONNECTIONS_PER_IP",
       "open connections (WebSockets and pending HTTP) per client address before 429 (0 = no cap)",
       "64"},

@@ -41,6 +41,7 @@ struct node_config {
   // may go without the socket taking a slice (docs/operations.md).
   size_t max_history_bytes_per_connection = 16u << 20;
   int history_stall_seconds = 60;
+  uint32_t history_page_rows = 100;
   // Admission and outbound memory (gateway::server_limits, docs/operations.md).
   size_t max_connections_per_ip = 64;
   double new_connections_per_second = 10;

@@ -191,6 +191,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.max_subscription_bytes = cfg.max_subscription_bytes;
   settings.max_history_bytes = cfg.max_history_bytes_per_connection;
   settings.history_stall = std::chrono::seconds(cfg.history_stall_seconds);
+  settings.history_page_rows = cfg.history_page_rows;
   settings.max_auth_keys = cfg.max_auth_keys;
   settings.read_timeout = std::chrono::milliseconds(cfg.read_timeout_ms);
   settings.reads.max_in_flight = cfg.max_reads_in_flight;
@@ -252,6 +253,7 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("max_history_bytes_per_connection",
       static_cast<int64_t>(cfg.max_history_bytes_per_connection));
   num("history_stall_seconds", cfg.history_stall_seconds);
+  num("history_page_rows", cfg.history_page_rows);
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }

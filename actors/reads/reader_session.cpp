@@ -124,8 +124,11 @@ history_reply reader_session_state::on_history(const history_request& req) {
     }
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
-    reply.raws =
-      db::query_events(conn, req.community_id, req.filters, limits, read_clock(), &budget);
+    auto page = db::query_events_page(conn, req.community_id, req.filters, limits, read_clock(),
+                                      req.page, &budget);
+    reply.raws = std::move(page.raws);
+    reply.more = page.more;
+    reply.next = std::move(page.next);
   });
 }
 

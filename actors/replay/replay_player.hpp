@@ -46,6 +46,11 @@ class replay_player : public trace_port {
   struct request {
     std::string type;  // "write_batch_request"
     std::string msg;   // trace_codec JSON
+    // Whether a recorded request's JSON is this one: equal, or equal once
+    // read as the request type and written again, so a trace recorded
+    // before a field was added (the decoder leaves it at its default)
+    // matches a replay that sends that default.
+    std::function<bool(const std::string&)> same_as;
   };
   // A request the stand-in holds, with its response promise.
   struct held_request {
@@ -123,7 +128,17 @@ class replay_player : public trace_port {
     auto requester = name_of(self->current_sender());
     auto promise = self->make_response_promise<Rep>();
     auto& s = stubs[name];
-    s.requests.push_back({trace_codec::name_of<Req>(), trace_codec::encode(req)});
+    auto json = trace_codec::encode(req);
+    auto same_as = [json](const std::string& recorded) {
+      if (recorded == json)
+        return true;
+      rapidjson::Document doc;
+      doc.Parse(recorded.data(), recorded.size());
+      Req back;
+      return !doc.HasParseError() && trace_codec::decode(doc, back)
+             && trace_codec::encode(back) == json;
+    };
+    s.requests.push_back({trace_codec::name_of<Req>(), std::move(json), std::move(same_as)});
     s.matched.push_back(false);
     s.held.push_back({std::move(requester), trace_codec::name_of<Rep>(),
                       [promise](const rapidjson::Value& v) mutable {

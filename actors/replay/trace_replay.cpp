@@ -141,6 +141,8 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   // clock as histories go out, readings such a trace does not have).
   cfg.max_history_bytes_per_connection = size("max_history_bytes_per_connection", 0);
   cfg.history_stall_seconds = static_cast<int>(int_field(node, "history_stall_seconds", 0));
+  // Traces from before pages: every history was read at once.
+  cfg.history_page_rows = static_cast<uint32_t>(int_field(node, "history_page_rows", 0));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   return cfg;
@@ -281,7 +283,7 @@ void replayer::check_request(const record& r) {
       continue;
     if (!first_open)
       first_open = j;
-    if (s.requests[j].type == r.type && s.requests[j].msg == r.msg) {
+    if (s.requests[j].type == r.type && s.requests[j].same_as(r.msg)) {
       s.matched[j] = true;
       s.order.push_back(j);
       return;

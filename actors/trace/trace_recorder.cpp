@@ -189,9 +189,9 @@ void traced_sink::close(uint16_t code, std::string reason) {
   inner_->close(code, std::move(reason));
 }
 
-void traced_sink::notify_drained(std::function<void(room)> done) {
+void traced_sink::notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) {
   // The connection records the drain it is then sent as its input.
-  inner_->notify_drained(std::move(done));
+  inner_->notify_drained(std::move(done), at_most_bytes);
 }
 
 }  // namespace waggle

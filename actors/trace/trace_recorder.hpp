@@ -116,7 +116,7 @@ class traced_sink : public socket_sink {
   traced_sink(socket_sink_ptr inner, trace_port_ptr trace, std::string conn);
   void send_text(std::string frame) override;
   void close(uint16_t code, std::string reason) override;
-  void notify_drained(std::function<void(room)> done) override;
+  void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) override;
   // Not a frame: passed through unrecorded (the gateway's AUTH deadline).
   void authenticated() override { inner_->authenticated(); }
 

@@ -102,14 +102,31 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
     [log](caf::atom_value, std::vector<std::string>& raws) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(history_reply{std::move(raws), {}, {}, {}});
+      h.promise.deliver(history_reply{std::move(raws), {}, {}, {}, false, {}});
+    },
+    // One page of a paged history: `more` says another follows (its
+    // request continues past a horizon the test can recognise).
+    [log](caf::atom_value, std::vector<std::string>& raws, bool more) {
+      auto h = std::move(log->held_requests.front());
+      log->held_requests.pop_front();
+      history_reply reply;
+      reply.raws = std::move(raws);
+      reply.more = more;
+      if (more) {
+        reply.next = h.req.page;
+        reply.next.started = true;
+        reply.next.horizon_created_at = 42;
+        reply.next.horizon_id = std::string(64, 'c');
+        reply.next.remaining = {7};
+      }
+      h.promise.deliver(std::move(reply));
     },
     // A history reply with the access re-check's grants, as the real reader
     // sends for a REQ naming channels.
     [log](caf::atom_value, std::vector<std::string>& raws, std::vector<channel_grant>& grants) {
       auto h = std::move(log->held_requests.front());
       log->held_requests.pop_front();
-      h.promise.deliver(history_reply{std::move(raws), {}, std::move(grants), {}});
+      h.promise.deliver(history_reply{std::move(raws), {}, std::move(grants), {}, false, {}});
     },
   };
 }

@@ -173,11 +173,39 @@ class QueryTest : public PgTest {
     return out;
   }
 
+  // The same history read in pages of `rows` per filter, concatenated.
+  std::vector<std::string> query_paged(const std::vector<proto::filter>& fs, uint32_t rows,
+                                       size_t* pages = nullptr) {
+    std::vector<std::string> out;
+    history_page page;
+    page.rows = rows;
+    size_t n = 0;
+    for (; n < 10'000; ++n) {
+      auto r = db::query_events_page(conn(), data_->community_id, fs, {}, wall_now(), page);
+      out.insert(out.end(), r.raws.begin(), r.raws.end());
+      if (!r.more)
+        break;
+      page = std::move(r.next);
+    }
+    if (pages)
+      *pages = n + 1;
+    return out;
+  }
+
   void check(const std::vector<proto::filter>& fs, const std::string& label) {
     auto want = expected(fs);
     auto got = query(fs);
     EXPECT_EQ(brief(got), brief(want)) << label;
     EXPECT_TRUE(got == want) << label << ": same events, different bytes";
+    // Read in pages, however small, the history is the same, in the same
+    // order, each event once (docs/protocol.md, "History in pages").
+    for (uint32_t rows : {1u, 2u, 7u}) {
+      size_t pages = 0;
+      auto paged = query_paged(fs, rows, &pages);
+      EXPECT_EQ(brief(paged), brief(want)) << label << " in pages of " << rows;
+      // Every page but the last sends at least one event.
+      EXPECT_LE(pages, want.size() + 1) << label << " in pages of " << rows;
+    }
     EXPECT_EQ(db::count_events(conn(), data_->community_id, fs, wall_now()), expected_count(fs)) << label;
   }
 

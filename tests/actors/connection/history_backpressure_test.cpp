@@ -30,7 +30,9 @@ proto::event make_event(const std::string& sk, int32_t kind, std::string content
 // A socket whose queue drains when the test says so.
 struct gated_sink : recording_sink {
   std::vector<std::function<void(room)>> waiters;
-  void notify_drained(std::function<void(room)> done) override {
+  std::vector<std::size_t> limits;  // each waiter's bound on queued bytes
+  void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) override {
+    limits.push_back(at_most_bytes);
     waiters.push_back(std::move(done));
   }
 };
@@ -77,6 +79,10 @@ class history_test : public actor_test {
   }
   void history_next(std::vector<std::string> raws) {
     caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws));
+    run();
+  }
+  void page_next(std::vector<std::string> raws, bool more) {
+    caf::anon_send(reader_raw, caf::atom("reply"), std::move(raws), more);
     run();
   }
   void drain(gated_sink& sink) {
@@ -307,3 +313,85 @@ TEST(subscription_bytes, grows_with_the_values_a_filter_holds) {
 }
 
 }  // namespace
+
+// docs/protocol.md, "History in pages": a client that stops reading costs
+// the node one page of its history, not all of it.
+TEST_F(history_test, a_paged_history_reads_its_next_page_once_the_socket_has_sent_the_last) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  EXPECT_EQ(reader_log->held_requests.front().req.page.rows, 100u);
+  EXPECT_FALSE(reader_log->held_requests.front().req.page.started);
+  auto raws = history_of(5);
+  page_next({raws[0], raws[1]}, true);
+  // The first page fits one slice: out at once, without EOSE.
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_event("s", raws[0]),
+                                                   proto::render_event("s", raws[1])}));
+  EXPECT_TRUE(reader_log->held_requests.empty())
+    << "the next page waits until the socket has sent this one";
+  ASSERT_EQ(sink->limits.size(), 1u);
+  EXPECT_EQ(sink->limits.back(), connection_settings{}.history_page_drain_bytes);
+  drain(*sink);
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  auto& next = reader_log->held_requests.front().req;
+  EXPECT_TRUE(next.page.started);
+  EXPECT_EQ(next.page.horizon_id, std::string(64, 'c'));
+  EXPECT_EQ(next.page.remaining, (std::vector<uint32_t>{7}));
+  EXPECT_EQ(next.page.rows, 200u) << "each page twice the last";
+  ASSERT_EQ(next.filters.size(), 1u);
+  // An event of the second page that also arrives live goes out once.
+  auto again = std::make_shared<const proto::event>(*proto::parse_event(raws[3]));
+  caf::anon_send(hub, committed_events{{ingest_item{1, again}}});
+  run();
+  EXPECT_TRUE(sink->take().empty()) << "live events wait for EOSE";
+  size_t before = budget->used();
+  page_next({raws[2], raws[3], raws[4]}, false);
+  EXPECT_TRUE(sink->take().empty()) << "a page read later goes out as the socket drains";
+  size_t held = budget->used();
+  EXPECT_GT(held, before + 1000) << "its text is charged while it waits";
+  drain(*sink);
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_event("s", raws[2]),
+                                                   proto::render_event("s", raws[3]),
+                                                   proto::render_event("s", raws[4]),
+                                                   proto::render_eose("s")}));
+  EXPECT_LT(budget->used(), before + 1000) << "a page's text is given back once sent";
+}
+
+TEST_F(history_test, closing_a_subscription_while_its_next_page_is_read_withdraws_that_read) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  auto raws = history_of(3);
+  page_next({raws[0]}, true);
+  sink->take();
+  drain(*sink);
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  reader_log->withdrawals.clear();
+  send(conn, R"(["CLOSE","s"])");
+  ASSERT_EQ(reader_log->withdrawals.size(), 1u) << "the page must not be read for nobody";
+  EXPECT_FALSE(reader_log->withdrawals[0].all);
+  EXPECT_EQ(reader_log->withdrawals[0].requests.size(), 1u);
+  page_next({raws[1], raws[2]}, false);
+  EXPECT_TRUE(sink->take().empty()) << "a page read for a closed subscription is dropped";
+  EXPECT_TRUE(sink->waiters.empty());
+}
+
+TEST_F(history_test, a_client_that_stops_reading_is_never_read_a_second_page_for) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  auto raws = history_of(9);
+  // A page larger than a slice is held and goes out as the socket drains.
+  page_next({raws.begin(), raws.begin() + 6}, true);
+  drain(*sink);
+  drain(*sink);
+  EXPECT_EQ(sink->take().size(), 6u);
+  EXPECT_TRUE(reader_log->held_requests.empty());
+  // The socket keeps what it was given: the drain the next page waits for
+  // (to at most history_page_drain_bytes) never comes, and no read is made.
+  ASSERT_EQ(sink->waiters.size(), 1u);
+  EXPECT_EQ(sink->limits.back(), connection_settings{}.history_page_drain_bytes);
+  run();
+  EXPECT_TRUE(reader_log->held_requests.empty());
+}

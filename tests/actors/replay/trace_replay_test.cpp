@@ -411,11 +411,19 @@ TEST(TraceCodecTest, DatabaseMessagesRoundTrip) {
     {{write_outcome::stored, ""}, {write_outcome::rejected, "bad"}}, 0.25});
   auto filter = proto::parse_filter(R"({"kinds":[1],"#h":["g1"],"limit":5})", {});
   ASSERT_TRUE(filter);
-  expect_round_trip(history_request{3, {*filter}, {{"g1"}, {"ab"}}});
+  history_page page;
+  page.rows = 200;
+  page.started = true;
+  page.horizon_created_at = 1700000000;
+  page.horizon_id = std::string(64, 'a');
+  page.remaining = {0, 17};
+  expect_round_trip(history_request{3, {*filter}, {{"g1"}, {"ab"}}, page});
   history_reply history;  // field by field: an aggregate temporary trips -Wmaybe-uninitialized
   history.raws = {"{}", "[]"};
   history.err = {ec::restricted, "no"};
   history.grants = {{"g1", true, {"ab"}}};
+  history.more = true;
+  history.next = page;
   expect_round_trip(history);
   expect_round_trip(count_reply{42, {}});
   expect_round_trip(access_reply{{{"g1", false, {"a", "b"}}}, {}, {}});
