@@ -119,6 +119,8 @@ class traced_sink : public socket_sink {
   void notify_drained(std::function<void(room)> done) override;
   // Not a frame: passed through unrecorded (the gateway's AUTH deadline).
   void authenticated() override { inner_->authenticated(); }
+  // Nor this: the session's frame credit, or it would stop reading for good.
+  void frame_handled() override { inner_->frame_handled(); }
 
  private:
   socket_sink_ptr inner_;
