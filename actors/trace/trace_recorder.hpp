@@ -121,6 +121,10 @@ class traced_sink : public socket_sink {
   void authenticated() override { inner_->authenticated(); }
   // Nor this: the session's frame credit, or it would stop reading for good.
   void frame_handled() override { inner_->frame_handled(); }
+  // Nor this (refusal pacing): without it a traced node never paused a flood.
+  void pause_reading(std::chrono::milliseconds how_long) override {
+    inner_->pause_reading(how_long);
+  }
 
  private:
   socket_sink_ptr inner_;
