@@ -48,6 +48,13 @@ class socket_sink {
   // extend the pause, never shorten it. Frames already read still arrive;
   // writes go on. Sinks that do not read (tests, replay) ignore it.
   virtual void pause_reading(std::chrono::milliseconds how_long) { (void) how_long; }
+  // The connection actor has handled one socket_frame (called once per frame,
+  // from its handler). The session forwards at most a few frames the actor
+  // has not handled yet and stops reading the socket until it has
+  // (docs/protocol.md "Refusal pacing", frame credit): without this, a burst
+  // of frames piled up in the actor's mailbox however slowly it ran. Sinks
+  // that do not read (tests, replay) ignore it.
+  virtual void frame_handled() {}
 };
 
 using socket_sink_ptr = std::shared_ptr<socket_sink>;

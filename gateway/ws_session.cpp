@@ -20,8 +20,9 @@ namespace {
 // a lingering actor never keeps a dead socket alive; callable from any thread.
 class session_sink final : public socket_sink {
  public:
-  session_sink(std::weak_ptr<ws_session> s, std::shared_ptr<post_gate> gate)
-    : s_(std::move(s)), gate_(std::move(gate)) {}
+  session_sink(std::weak_ptr<ws_session> s, std::shared_ptr<post_gate> gate,
+               std::shared_ptr<frame_credit_count> credit)
+    : s_(std::move(s)), gate_(std::move(gate)), credit_(std::move(credit)) {}
   void send_text(std::string frame) override {
     gate_->post_to(s_, [f = std::move(frame)](ws_session& s) mutable { s.enqueue(std::move(f)); });
   }
@@ -41,10 +42,17 @@ class session_sink final : public socket_sink {
   void pause_reading(std::chrono::milliseconds how_long) override {
     gate_->post_to(s_, [how_long](ws_session& s) { s.pause_reading(how_long); });
   }
+  void frame_handled() override {
+    // Only the step down from the limit can find the session stalled (see
+    // ws_session::forward), so every other frame costs one atomic operation.
+    if (credit_->outstanding.fetch_sub(1) == ws_session::frame_credit)
+      gate_->post_to(s_, [](ws_session& s) { s.credit_returned(); });
+  }
 
  private:
   std::weak_ptr<ws_session> s_;
   std::shared_ptr<post_gate> gate_;
+  std::shared_ptr<frame_credit_count> credit_;
 };
 
 const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consumer, closing"])";
@@ -63,7 +71,8 @@ ws_session::ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state>
     close_timer_(ws_.get_executor()),
     auth_timer_(ws_.get_executor()),
     stall_timer_(ws_.get_executor()),
-    pause_timer_(ws_.get_executor()) {}
+    pause_timer_(ws_.get_executor()),
+    peer_timer_(ws_.get_executor()) {}
 
 ws_session::~ws_session() {
   // Normally finish() already ran; if the io_context was stopped with the
@@ -121,7 +130,8 @@ void ws_session::on_accept(beast::error_code ec) {
   }
   try {
     actor_ = st_->api.open_connection(community_, host_, remote_ip_,
-                                      std::make_shared<session_sink>(weak_from_this(), st_->gate));
+                                      std::make_shared<session_sink>(weak_from_this(), st_->gate,
+                                                                     credit_));
   } catch (const std::exception& e) {
     log::warn(st_->api, "open_connection threw", e.what());
   }
@@ -135,6 +145,7 @@ void ws_session::on_accept(beast::error_code ec) {
 }
 
 void ws_session::do_read() {
+  reading_ = true;
   ws_.async_read(buffer_, beast::bind_front_handler(&ws_session::on_read, shared_from_this()));
 }
 
@@ -142,16 +153,50 @@ void ws_session::pause_reading(std::chrono::milliseconds how_long) {
   read_resume_at_ = std::max(read_resume_at_, std::chrono::steady_clock::now() + how_long);
 }
 
+void ws_session::credit_returned() {
+  // Also posted when the session never stalled (the actor caught up between
+  // forward() and read_next()'s look): read_next looks again either way.
+  if (!credit_stalled_ || finished_)
+    return;
+  credit_stalled_ = false;
+  read_next();
+}
+
+// No wake-up is lost. Only forward() raises outstanding, on the strand, and
+// read_next() looks at it on the strand after every forward() and before
+// every read, so a read is issued only below frame_credit and at most one
+// frame comes of it: outstanding never exceeds frame_credit. The session
+// stalls only when its look saw exactly frame_credit; from then on the count
+// can only fall (nothing raises it while no read is pending), so the one
+// fetch_sub that takes it down from frame_credit happens after the look, and
+// that one posts credit_returned(), which the strand runs after the handler
+// that set credit_stalled_. A credit_returned() that finds no stall (the
+// actor handled the frame before the look) does nothing.
+void ws_session::forward(std::string frame) {
+  if (closing_ || !actor_)
+    return;  // not sent, so not counted: the actor will not hand it back
+  credit_->outstanding.fetch_add(1);
+  caf::anon_send(actor_, socket_frame{std::move(frame)});
+}
+
 void ws_session::read_next() {
-  if (read_waiting_)
+  if (read_waiting_ || credit_stalled_ || finished_)
     return;
   if (std::chrono::steady_clock::now() >= read_resume_at_) {
     if (held_frame_) {
       // The frame that completed the read pending when the pause came.
       auto frame = std::move(*held_frame_);
       held_frame_.reset();
-      if (!closing_ && actor_)
-        caf::anon_send(actor_, socket_frame{std::move(frame)});
+      forward(std::move(frame));
+    }
+    // Out of credit: the actor's mailbox holds enough of this socket's
+    // frames; the rest wait in TCP buffers, as in a pause. A closing session
+    // forwards nothing and reads on to find the peer's close.
+    if (!closing_ && credit_->outstanding.load() >= frame_credit) {
+      credit_stalled_ = true;
+      if (st_->api.watch)
+        st_->api.watch->refused("frame_credit");
+      return watch_peer();
     }
     return do_read();
   }
@@ -164,9 +209,11 @@ void ws_session::read_next() {
     if (!ec && !self->finished_)
       self->read_next();
   });
+  watch_peer();
 }
 
 void ws_session::on_read(beast::error_code ec, std::size_t) {
+  reading_ = false;
   if (ec) {
     // message_too_big: Beast has already sent close 1009 and torn down.
     fail(ec, "read");
@@ -185,8 +232,8 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
   // held until the pause ends, like the frames behind it.
   if (std::chrono::steady_clock::now() < read_resume_at_)
     held_frame_ = beast::buffers_to_string(buffer_.data());
-  else if (!closing_ && actor_)
-    caf::anon_send(actor_, socket_frame{beast::buffers_to_string(buffer_.data())});
+  else
+    forward(beast::buffers_to_string(buffer_.data()));
   buffer_.consume(buffer_.size());
   read_next();
 }
@@ -289,7 +336,7 @@ void ws_session::on_write(beast::error_code ec, std::size_t) {
   }
   if (ec) {
     fail(ec, "write");
-    // The pending read completes with an error and calls finish().
+    // Finishes now, or when the pending read completes with an error.
     return abort_socket();
   }
   ++writes_done_;
@@ -322,6 +369,11 @@ void ws_session::abort_socket() {
   beast::error_code ignored;
   beast::get_lowest_layer(ws_).socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   beast::get_lowest_layer(ws_).close();
+  // A pending read completes with an error and finishes; with none (paused,
+  // out of credit, or Beast's close reading for itself) nothing else would
+  // until the pause or the stall ended.
+  if (!reading_)
+    finish();
 }
 
 void ws_session::fail(beast::error_code ec, const char* what) {
@@ -349,6 +401,7 @@ void ws_session::finish(bool in_destructor) {
     auth_timer_.cancel();
     stall_timer_.cancel();
     pause_timer_.cancel();
+    peer_timer_.cancel();
   }
   // A write still in flight owns queue_.front()'s buffer until it completes
   // (on_write, or the destructor, gives its bytes back then).

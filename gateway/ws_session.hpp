@@ -23,6 +23,15 @@
 
 namespace waggle::gateway {
 
+// Frames the session forwarded to its connection actor that the actor has not
+// handled yet: raised by the session on its strand, lowered by the sink from
+// the actor's thread (socket_sink::frame_handled). Shared by both, so the
+// sink needs no post per frame (ws_session.cpp, forward(), says why no
+// wake-up is lost).
+struct frame_credit_count {
+  std::atomic<std::size_t> outstanding{0};
+};
+
 class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
   // The caller has already reserved a slot in st->ws_count; the session
@@ -51,6 +60,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void mark_authenticated();
   // socket_sink::pause_reading, on the strand: the next read waits until then.
   void pause_reading(std::chrono::milliseconds how_long);
+  // Posted by the sink when the actor's frame_handled() brought the
+  // outstanding frames down from frame_credit: reading may go on.
+  void credit_returned();
   // Strand only: the unauthenticated cap is full and this is its oldest
   // socket; it makes room for a newcomer (ws_session_limits.cpp).
   void evict_unauthenticated();
@@ -62,14 +74,25 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // Seconds granted to flush queued frames and complete a close handshake
   // before the TCP connection is simply closed.
   static constexpr std::chrono::seconds close_grace{5};
+  // Frames forwarded to the connection actor and not yet handled, at most;
+  // at the limit the session stops reading (TCP pushes back on the client)
+  // until the actor has handled one. Frames are at most max_frame_bytes, so
+  // this bounds the mailbox's bytes too.
+  static constexpr std::size_t frame_credit = 16;
+  // While reading is paused or out of credit, how often the socket is looked
+  // at for the peer's FIN or reset (no read is pending to see them).
+  static constexpr std::chrono::milliseconds peer_watch_interval{500};
   std::size_t queued_bytes() const { return queued_shared_.load(); }
 
  private:
   void configure();
   void on_accept(boost::beast::error_code ec);
   void do_read();
-  // The next read: at once, or when a pause asked for by the actor ends.
+  // The next read: at once, when a pause asked for by the actor ends, or
+  // when the actor has handled enough frames to give credit back.
   void read_next();
+  // Sends one frame to the actor, counting it against frame_credit.
+  void forward(std::string frame);
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void drop_slow_consumer();
   bool below_low_water() const;
@@ -77,6 +100,10 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // ws_session_limits.cpp: the AUTH deadline, the write-stall watch and the
   // node-wide outbound budget.
   void arm_auth_deadline();
+  // While no read is pending (paused, out of credit): polls the socket every
+  // peer_watch_interval and ends the session when the peer has gone.
+  void watch_peer();
+  void on_peer_watch();
   void on_auth_deadline();
   void watch_writes();
   void on_stall_check();
@@ -104,9 +131,14 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   boost::asio::steady_timer auth_timer_;
   boost::asio::steady_timer stall_timer_;
   boost::asio::steady_timer pause_timer_;
+  boost::asio::steady_timer peer_timer_;
   std::chrono::steady_clock::time_point read_resume_at_{};  // reading paused until then
   bool read_waiting_ = false;  // pause_timer_ holds the next read
   std::optional<std::string> held_frame_;  // read during a pause, forwarded after it
+  std::shared_ptr<frame_credit_count> credit_ = std::make_shared<frame_credit_count>();
+  bool credit_stalled_ = false;  // not reading until credit_returned()
+  bool reading_ = false;         // an async_read of ours is pending
+  bool peer_watch_ = false;      // peer_timer_ pending
   connection_actor actor_;
 
   std::deque<std::string> queue_;

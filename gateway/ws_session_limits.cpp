@@ -1,8 +1,12 @@
 // ws_session's limits that are about time and the whole node rather than one
-// frame: the AUTH deadline, the write-stall watch and the node-wide outbound
-// byte budget (docs/operations.md, "Connections" and "Outbound memory").
+// frame: the AUTH deadline, the write-stall watch, the node-wide outbound
+// byte budget (docs/operations.md, "Connections" and "Outbound memory") and
+// the watch for a peer gone while reading is paused (docs/protocol.md,
+// "Refusal pacing").
 
 #include "gateway/ws_session.hpp"
+
+#include <poll.h>
 
 #include "gateway/log.hpp"
 
@@ -96,6 +100,40 @@ void ws_session::on_stall_check() {
     st_->api.watch->refused("write_stall");
   // The write is stuck in the kernel: no NOTICE or close frame could pass.
   abort_socket();
+}
+
+// One timer per session, re-armed only while no read of ours is pending:
+// a pending read sees the peer's FIN or reset itself, a paused or stalled
+// session would not see it until it read again (up to a whole pause, 10 s,
+// holding the client's slot). POLLRDHUP reports the FIN even with unread
+// frames queued before it; those are dropped, as they are when a read sees
+// the end. A peer that sent a close frame and waits for ours has sent no
+// FIN yet and is left to finish the handshake after the pause.
+void ws_session::watch_peer() {
+  if (peer_watch_ || finished_)
+    return;
+  peer_watch_ = true;
+  peer_timer_.expires_after(peer_watch_interval);
+  peer_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    self->peer_watch_ = false;
+    if (!ec)
+      self->on_peer_watch();
+  });
+}
+
+void ws_session::on_peer_watch() {
+  if (finished_ || reading_ || !(read_waiting_ || credit_stalled_))
+    return;  // reading again (or Beast's close reads): the read sees the end
+  pollfd p{};
+  p.fd = beast::get_lowest_layer(ws_).socket().native_handle();
+  p.events = POLLRDHUP;  // POLLERR and POLLHUP are always reported
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLERR | POLLHUP | POLLNVAL))) {
+    log::debug(st_->api, "peer gone while reading was paused, closing", host_);
+    // No read is pending: abort_socket finishes the session at once, the
+    // way a read seeing the end would (socket_closed, the counts released).
+    return abort_socket();
+  }
+  watch_peer();
 }
 
 void ws_session::add_queued(std::size_t n) {

@@ -576,6 +576,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     [self](const socket_frame& frame) {
       self->state.trace_input("frame_in", &frame.text);
       self->state.on_frame(frame.text);
+      self->state.sink->frame_handled();  // the session's frame credit
     },
     [self](const live_event& msg) { self->state.on_live(msg); },
     [self](const socket_drained& room) { self->state.on_drained(room); },

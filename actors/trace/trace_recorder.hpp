@@ -119,8 +119,9 @@ class traced_sink : public socket_sink {
   void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) override;
   // Not a frame: passed through unrecorded (the gateway's AUTH deadline).
   void authenticated() override { inner_->authenticated(); }
-  // Forwarded unrecorded, like authenticated(): a traced connection is paced
-  // as any other (the pause is the actor's own decision, replayed from its inputs).
+  // Nor this: the session's frame credit, or it would stop reading for good.
+  void frame_handled() override { inner_->frame_handled(); }
+  // Nor this (refusal pacing): without it a traced node never paused a flood.
   void pause_reading(std::chrono::milliseconds how_long) override {
     inner_->pause_reading(how_long);
   }

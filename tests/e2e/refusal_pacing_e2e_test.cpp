@@ -9,6 +9,7 @@
 // make them fail; without pacing the answer comes in milliseconds (red
 // check in the issue's note).
 
+#include "gateway/ws_session.hpp"
 #include "tests/e2e/node_fixture.hpp"
 
 using namespace waggle;
@@ -80,13 +81,16 @@ class refusal_pacing_e2e : public node_e2e {
 
 }  // namespace
 
+// 40 refused frames: past the burst, and more than the burst plus the frame
+// credit, so the flood meets a pause (a longer one would take a pause per
+// frame credit, 2 s per 16 frames).
 TEST_F(refusal_pacing_e2e, AFloodOfRefusedFramesPausesTheSocketsReading) {
   auto c = connect_unauthenticated("alpha.test");
   // Every frame of the flood is answered (a reply for every frame), ...
-  ASSERT_EQ(flood_refused(*c, 200), 200);
+  ASSERT_EQ(flood_refused(*c, 40), 40);
   // ... but its debt (capped at 2 s) is paid before the socket is read again.
   auto seconds = next_refusal_seconds(*c);
-  std::printf("[ figures  ] the frame after 200 refused ones was answered after %.3f s\n", seconds);
+  std::printf("[ figures  ] the frame after 40 refused ones was answered after %.3f s\n", seconds);
   EXPECT_GE(seconds, 1.0);
   EXPECT_LT(seconds, 9.0);  // the pause ends: the socket is paced, not dropped
   EXPECT_NE(metric("waggle_refusals_total{reason=\"refusal_pacing\"}"), "");
@@ -102,7 +106,7 @@ TEST_F(refusal_pacing_e2e, RefusalsWithinTheBurstCostNothing) {
 
 TEST_F(refusal_pacing_e2e, OneFloodingConnectionDoesNotPauseAnother) {
   auto flooder = connect_unauthenticated("alpha.test");
-  ASSERT_EQ(flood_refused(*flooder, 200), 200);
+  ASSERT_EQ(flood_refused(*flooder, 40), 40);
   // Another connection of the same community, even of the same address, is
   // read as usual: the pace is per connection.
   auto other = login("alpha.test", alice);
@@ -143,4 +147,84 @@ TEST_F(refusal_pacing_e2e, ReqsBeforeAuthDoNotPauseTheAuthThatFollows) {
   EXPECT_NE(ok->find(",true,"), std::string::npos) << *ok;
   std::printf("[ figures  ] AUTH after 150 refused REQs answered after %.3f s\n", seconds);
   EXPECT_LT(seconds, 1.0) << "not paused";
+}
+
+// Issue 13, red-team finding 1: the node reads a socket no further ahead of
+// its connection than the frame credit, so a pause lands after at most the
+// burst, the refusal that ran into debt, the credit and the one frame of the
+// read then pending. Before the credit, all 200 frames were in the
+// connection's mailbox before the first pause, and all were answered at once.
+TEST_F(refusal_pacing_e2e, AFloodIsReadNoFurtherThanTheFrameCreditPastThePace) {
+  auto c = connect_unauthenticated("alpha.test");
+  for (int i = 0; i < 200; ++i)
+    c->send_text(R"(["COUNT","c)" + std::to_string(i) + R"(",{"bogus":1}])");
+  // The pause is 2 s: what is answered within 1 s was read before it.
+  int answered = 0;
+  auto until = std::chrono::steady_clock::now() + 1s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto f = c->read_text(std::chrono::duration_cast<std::chrono::milliseconds>(
+      until - std::chrono::steady_clock::now()));
+    if (f && f->rfind("[\"CLOSED\"", 0) == 0)
+      ++answered;
+  }
+  std::printf("[ figures  ] 200 refused frames sent at once, %d answered before the pause\n",
+              answered);
+  EXPECT_GT(answered, 20);  // the burst is free
+  EXPECT_LE(answered, 20 + 1 + static_cast<int>(gateway::ws_session::frame_credit) + 1);
+}
+
+namespace {
+
+// Pauses as long as the default (10 s), to show that a paused session does
+// not wait for its pause to end to notice that its client has gone.
+class paused_peer_e2e : public refusal_pacing_e2e {
+ protected:
+  static void SetUpTestSuite() {
+    configure_ = [](node_config& cfg, gateway::server_limits&) {
+      cfg.refusal_rate = 1;
+      cfg.refusal_burst = 20;
+      cfg.refusal_max_pause_ms = 10000;
+    };
+    node_e2e::SetUpTestSuite();
+  }
+
+  // Polls `p` every 20 ms until it holds or `bound` has passed.
+  template <class Pred>
+  static bool within(std::chrono::milliseconds bound, Pred p) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < until) {
+      if (p())
+        return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return p();
+  }
+
+  double connections() {
+    auto text = node_->api().watch->metrics_text();
+    auto at = text.find("\nwaggle_connections ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + 20));
+  }
+};
+
+}  // namespace
+
+// Red-team finding 6: no read is pending during a pause, so before the peer
+// watch a client that closed its socket held its slot until the pause ended.
+TEST_F(paused_peer_e2e, AClientGoneDuringAPauseIsClosedWellBeforeThePauseEnds) {
+  auto c = connect_unauthenticated("alpha.test");
+  const double before = connections();
+  ASSERT_GE(before, 1);
+  // 40 refusals: past the burst of 20, each in debt; the pause is 10 s.
+  for (int i = 0; i < 40; ++i)
+    c->send_text(R"(["COUNT","c)" + std::to_string(i) + R"(",{"bogus":1}])");
+  ASSERT_TRUE(c->read_text(5s).has_value());  // the first answers: the flood is being read
+  ASSERT_TRUE(within(3s, [&] { return metric("waggle_refusals_total{reason=\"refusal_pacing\"}") != ""; }));
+  auto gone = std::chrono::steady_clock::now();
+  c.reset();  // the TCP connection closes under the paused session
+  ASSERT_TRUE(within(8s, [&] { return connections() <= before - 1; }))
+    << "the paused session did not notice its client had gone";
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - gone).count();
+  std::printf("[ figures  ] a paused session noticed its client gone after %.3f s\n", seconds);
+  EXPECT_LT(seconds, 2.0);  // the pause has 8 s or more left
 }

@@ -2,8 +2,10 @@
 // actor system with echo actors as connection actors, and the gateway's own
 // synchronous clients.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "messages/outcome.hpp"
 #include "messages/proto/nip98.hpp"
 #include "gateway/server.hpp"
+#include "gateway/ws_session.hpp"
 #include "gateway/ws_client.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/types.hpp"
@@ -86,10 +89,23 @@ struct fake_node {
   std::atomic<int> closed{0};
   std::atomic<bool> ready{true};
   std::atomic<bool> draining{false};
+  // The real connection actor tells its sink when it has handled a frame
+  // (the session's frame credit); with this false the actors never do, and
+  // a test hands the credit back itself through last_sink.
+  std::atomic<bool> ack_frames{true};
+  socket_sink_ptr last_sink;  // under mtx
 
   std::vector<std::string> frames_copy() {
     std::lock_guard lock{mtx};
     return frames;
+  }
+  std::size_t frames_seen() {
+    std::lock_guard lock{mtx};
+    return frames.size();
+  }
+  socket_sink_ptr sink_copy() {
+    std::lock_guard lock{mtx};
+    return last_sink;
   }
 
   node_api api() {
@@ -105,6 +121,10 @@ struct fake_node {
       EXPECT_EQ(normalize_host(host), relay_host);  // the Host as sent; the node normalizes it
       EXPECT_EQ(remote_ip, "127.0.0.1");  // the write policy's sourceInfo
       ++opened;
+      {
+        std::lock_guard lock{mtx};
+        last_sink = sink;
+      }
       return sys.spawn([this, sink](connection_actor::pointer self) -> connection_actor::behavior_type {
         return {
           [this, sink](const socket_frame& f) {
@@ -120,6 +140,8 @@ struct fake_node {
             } else {
               sink->send_text("echo:" + f.text);
             }
+            if (ack_frames.load())
+              sink->frame_handled();
           },
           [this, self](const socket_closed&) {
             ++closed;
@@ -450,6 +472,69 @@ TEST_F(GatewayTest, GarbageInputNeverCrashes) {
   EXPECT_NE(first, std::string::npos);
   EXPECT_NE(r5.find("HTTP/1.1 200", first + 1), std::string::npos);
   EXPECT_EQ(get("/healthz").status, 200u);
+}
+
+// Issue 13, red-team finding 1: however many frames a client sends at once,
+// the session forwards at most frame_credit that its actor has not handled,
+// and reads on (in order) only as the actor hands credit back.
+TEST_F(GatewayTest, FrameCreditBoundsTheFramesAnActorHasNotHandled) {
+  constexpr std::size_t credit = ws_session::frame_credit;
+  constexpr int total = 1000;
+  node.ack_frames = false;
+  start();
+  ws_client c;
+  ASSERT_TRUE(connect(c));
+  for (int i = 0; i < total; ++i)
+    ASSERT_TRUE(c.send_text("f" + std::to_string(i)));
+  ASSERT_TRUE(eventually([&] { return node.frames_seen() >= credit; }));
+  // Without the credit the rest would be in the mailbox by now.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(node.frames_seen(), credit);
+
+  // Handing credit back as the frames arrive: never more than the credit
+  // outstanding, and all of them arrive.
+  auto sink = node.sink_copy();
+  ASSERT_TRUE(sink);
+  std::size_t acked = 0, most_outstanding = 0;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (acked < total && std::chrono::steady_clock::now() < until) {
+    auto seen = node.frames_seen();
+    most_outstanding = std::max(most_outstanding, seen - acked);
+    for (; acked < seen; ++acked)
+      sink->frame_handled();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(acked, static_cast<std::size_t>(total));
+  EXPECT_LE(most_outstanding, credit);
+  auto frames = node.frames_copy();
+  ASSERT_EQ(frames.size(), static_cast<std::size_t>(total));
+  for (int i = 0; i < total; ++i)
+    ASSERT_EQ(frames[i], "f" + std::to_string(i)) << "frames reordered at " << i;
+  std::lock_guard guard{node.stats.refusals_mtx};
+  EXPECT_NE(std::find(node.stats.refusals.begin(), node.stats.refusals.end(), "frame_credit"),
+            node.stats.refusals.end());
+}
+
+// Red-team finding 6: a session that is not reading (here: out of credit,
+// its actor stuck) still notices the client going away, within about
+// peer_watch_interval, instead of holding its slot until it reads again.
+TEST_F(GatewayTest, AClientGoneWhileOutOfCreditIsClosedAtOnce) {
+  node.ack_frames = false;
+  start();
+  auto c = std::make_unique<ws_client>();
+  ASSERT_TRUE(connect(*c));
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(c->send_text("f" + std::to_string(i)));
+  ASSERT_TRUE(eventually([&] { return node.frames_seen() >= ws_session::frame_credit; }));
+  ASSERT_EQ(node.stats.connections.load(), 1);
+  auto gone = std::chrono::steady_clock::now();
+  c.reset();  // the TCP connection closes, no close handshake
+  ASSERT_TRUE(eventually([&] { return node.closed.load() == 1; }, 5s))
+    << "the stalled session never noticed its peer had gone";
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - gone).count();
+  std::printf("[ figures  ] a stalled session noticed its peer gone after %.3f s\n", seconds);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_TRUE(eventually([&] { return node.stats.connections.load() == 0; }, 2s));
 }
 
 TEST_F(GatewayTest, FramesSentRightBehindTheUpgradeAreNotLost) {
