@@ -15,6 +15,7 @@
 
 #include "actors/connection/admission.hpp"
 #include "actors/communities/management_actor.hpp"
+#include "actors/support/trim_policy.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
@@ -88,23 +89,16 @@ node::node(node_config cfg, node_env env)
   trimmer_ = std::thread([this] { trim_loop(); });
 }
 
-// glibc keeps what a thread freed in that thread's arena; the memory of
-// closed subscriptions (freed by the hub and by connection actors on any
-// scheduler thread) stayed resident until something reused it. Once a
-// second, when at least 8 MiB of subscription state was released, the
-// freed pages are handed back (malloc_trim), on this thread, not an
-// actor's: a trim of a large heap takes milliseconds. Twice, because the hub
-// frees its index after the connection released its bytes.
+// Once a second, trim_policy decides whether freed heap goes back to the
+// system (actors/support/trim_policy.hpp), on this thread, not an actor's: a
+// trim of a large heap takes milliseconds, and so may mallinfo2.
 void node::trim_loop() {
-  constexpr size_t threshold = 8u << 20;
-  int pending = 0;
+  trim_policy policy;
   std::unique_lock lock{trim_mtx_};
   while (!trim_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return trim_stop_; })) {
-    if (subscription_budget_->take_released() >= threshold)
-      pending = 2;
-    if (pending > 0) {
-      --pending;
+    if (policy.should_trim(subscription_budget_->take_released(), mallinfo2().fordblks)) {
       malloc_trim(0);
+      policy.trimmed(mallinfo2().fordblks);
     }
   }
 }
