@@ -152,6 +152,8 @@ void connection_state::arm_drain(size_t at_most_bytes) {
 void connection_state::read_page(history_delivery& d) {
   auto sub_id = d.sub_id;
   auto generation = d.generation;
+  if (env.stats)
+    ++env.stats->history_pages;
   auto asked = self->request(peers.reader, settings.read_timeout, *d.next_page);
   d.page_request = asked.id().request_id().integer_value();
   std::move(asked).then(

@@ -90,6 +90,9 @@ std::string metrics::render() const {
   gauge("waggle_reads_queued", "Reads waiting in the reader pool for a session.",
         reads_queued.load());
   gauge("waggle_readers_busy", "Reader sessions running a read.", readers_busy.load());
+  counter("waggle_history_pages_total",
+          "Pages of REQ histories read after their first, each once the socket had sent the last.",
+          history_pages.load());
   counter("waggle_reads_withdrawn_total",
           "Queued reads dropped before they ran because their caller gave up.",
           reads_withdrawn.load());

@@ -46,6 +46,7 @@ class metrics {
   std::atomic<uint64_t> expired_events_reaped{0};  // NIP-40, by the expiration reaper
   std::atomic<int64_t> reads_queued{0};      // reads waiting in the reader pool for a session
   std::atomic<int64_t> readers_busy{0};      // reader sessions running a read
+  std::atomic<uint64_t> history_pages{0};  // pages of REQ histories read after their first
   std::atomic<uint64_t> reads_withdrawn{0};  // queued reads dropped because their caller gave up
   histogram ingest_batch_size;      // events per committed batch
   histogram commit_latency;         // seconds from BEGIN to COMMIT returning

@@ -15,6 +15,7 @@
 // must-show that 12.8 MB of history reaches EOSE.
 
 #include <set>
+#include <thread>
 
 #include "tests/e2e/node_fixture.hpp"
 
@@ -125,6 +126,46 @@ TEST_F(large_history, AReqForTwoHundredEventsOf64KbReachesEoseWithEveryEvent) {
   EXPECT_TRUE(got.eose) << "after " << got.events << " events: " << got.ended;
   EXPECT_EQ(got.events, 200u);
   EXPECT_EQ(ids.size(), 200u);
+}
+
+}  // namespace
+}  // namespace waggle::e2e
+
+namespace waggle::e2e {
+namespace {
+
+// docs/protocol.md, "History in pages": a client that asks for a large
+// history and stops reading is read one page for, however long it waits;
+// when it reads again, the rest follows, page by page, to EOSE. Red check
+// (the session's drain ignoring the page's 64 KiB bound, firing at its
+// low-water mark as for slices): pages were read while the client slept.
+TEST_F(large_history, AClientThatStopsReadingIsReadOnePageForUntilItReadsAgain) {
+  // 500 events of 16 KB: the first page (100 of them, 1.6 MB) is more than
+  // the kernel's buffers take while the client sleeps.
+  auto sk = pgtest::secret(300);
+  std::vector<proto::event> events;
+  auto now = unix_now();
+  for (int i = 0; i < 500; ++i)
+    events.push_back(test::event_builder{sk}.kind(1).at(now - 3000 - i)
+                       .content(std::string(16 * 1024, 'a' + i % 26)).sign());
+  seed(events);
+  auto pages = [&] {
+    auto text = node_->api().watch->metrics_text();
+    auto at = text.find("\nwaggle_history_pages_total ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + 28));
+  };
+  const double before = pages();
+  ASSERT_GE(before, 0);
+  auto c = login("alpha.test", alice);
+  c->send_text("[\"REQ\",\"slow\",{\"authors\":[\"" + proto::pubkey_of(sk) + "\"],\"limit\":500}]");
+  std::this_thread::sleep_for(3s);  // a client not reading: nothing to step
+  EXPECT_EQ(pages() - before, 0) << "a page was read for a socket that had not sent the last";
+  std::set<std::string> ids;
+  auto got = read_history(*c, "slow", ids);
+  EXPECT_TRUE(got.eose) << "after " << got.events << " events: " << got.ended;
+  EXPECT_EQ(ids.size(), 500u);
+  // 100, then 200, then the 200 left.
+  EXPECT_EQ(pages() - before, 2);
 }
 
 }  // namespace
