@@ -395,3 +395,65 @@ TEST_F(history_test, a_client_that_stops_reading_is_never_read_a_second_page_for
   run();
   EXPECT_TRUE(reader_log->held_requests.empty());
 }
+
+// Red-team (issue 13, paging): a delivery queued behind one whose next page
+// is being read never armed a drain of its own (on_drained returns without
+// arming while the front reads a page). When that front ends before its
+// page answers (CLOSE, replace, page error, revocation), the one behind it
+// is the new front with no drain armed: its history never goes out and it
+// never gets EOSE (with history_stall on, it is ended "rate-limited:
+// history not read in time" instead, though the client read everything).
+TEST_F(history_test, redteam_a_history_behind_a_closed_paged_one_still_reaches_eose) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink);
+  send(conn, R"(["REQ","a",{"kinds":[1]}])");
+  auto a = history_of(3, "a");
+  page_next({a[0]}, true);  // small first page: out at once, next page waits for a drain
+  drain(*sink);             // a's second page is now being read
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  send(conn, R"(["REQ","b",{"kinds":[1]}])");
+  ASSERT_EQ(reader_log->held_requests.size(), 2u);
+  // b's (unpaged-sized) history answers first; it queues behind a.
+  std::swap(reader_log->held_requests[0], reader_log->held_requests[1]);
+  auto b = history_of(2, "b");
+  page_next(b, false);
+  sink->take();
+  // The socket has room: the drain fires while a's page is still read.
+  if (!sink->waiters.empty())
+    drain(*sink);
+  send(conn, R"(["CLOSE","a"])");
+  sink->take();
+  // b is the front now and must be sent as the socket drains.
+  ASSERT_EQ(sink->waiters.size(), 1u) << "nobody waits for the socket to send b's history";
+  drain(*sink);
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_event("b", b[0]),
+                                                   proto::render_event("b", b[1]),
+                                                   proto::render_eose("b")}));
+}
+
+// The same through the stall rule: b is ended as if its client had not
+// read, counted as a refusal (paced) of a well-behaved client.
+TEST_F(history_test, redteam_a_history_behind_a_replaced_paged_one_is_not_ended_as_stalled) {
+  auto sink = std::make_shared<gated_sink>();
+  auto conn = open(sink, 0, [](connection_settings& s) { s.history_stall = std::chrono::seconds(60); });
+  send(conn, R"(["REQ","a",{"kinds":[1]}])");
+  auto a = history_of(3, "a");
+  page_next({a[0]}, true);
+  drain(*sink);
+  send(conn, R"(["REQ","b",{"kinds":[1]}])");
+  std::swap(reader_log->held_requests[0], reader_log->held_requests[1]);
+  auto b = history_of(2, "b");
+  page_next(b, false);
+  if (!sink->waiters.empty())
+    drain(*sink);
+  sink->take();
+  send(conn, R"(["REQ","a",{"ids":[")" + std::string(64, 'f') + R"("]}])");  // replaces a
+  if (!sink->waiters.empty())
+    drain(*sink);  // a fixed node sends b here
+  sched().advance_time(std::chrono::seconds(61));
+  run();
+  auto out = sink->take();
+  for (auto& f : out)
+    EXPECT_EQ(f.find("history not read in time"), std::string::npos) << f;
+  EXPECT_FALSE(refused("history_stall", 1));
+}
