@@ -121,6 +121,14 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
       }
       h.promise.deliver(std::move(reply));
     },
+    // A page whose access re-check failed (a removal since the last page).
+    [log](caf::atom_value, status& err) {
+      auto h = std::move(log->held_requests.front());
+      log->held_requests.pop_front();
+      history_reply reply;
+      reply.err = std::move(err);
+      h.promise.deliver(std::move(reply));
+    },
     // A history reply with the access re-check's grants, as the real reader
     // sends for a REQ naming channels.
     [log](caf::atom_value, std::vector<std::string>& raws, std::vector<channel_grant>& grants) {

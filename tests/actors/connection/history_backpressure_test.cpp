@@ -457,3 +457,31 @@ TEST_F(history_test, redteam_a_history_behind_a_replaced_paged_one_is_not_ended_
     EXPECT_EQ(f.find("history not read in time"), std::string::npos) << f;
   EXPECT_FALSE(refused("history_stall", 1));
 }
+
+// Red-team (issue 13, paging + pacing): docs/protocol.md says a subscription
+// ended by a revocation is no answer to the client and is not counted. A
+// removal seen by a later page's access re-check ends the subscription
+// through end_subscription, so it is paced like a refusal the client caused.
+struct pacing_sink : gated_sink {
+  std::vector<std::chrono::milliseconds> pauses;
+  void pause_reading(std::chrono::milliseconds d) override { pauses.push_back(d); }
+};
+
+TEST_F(history_test, redteam_a_removal_seen_at_a_later_page_is_not_paced_as_a_refusal) {
+  auto sink = std::make_shared<pacing_sink>();
+  auto conn = open(sink, 0, [](connection_settings& s) {
+    s.refusals.burst = 0.5;  // the first refusal pauses: any pacing shows
+    s.refusals.per_second = 1;
+  });
+  send(conn, R"(["REQ","s",{"kinds":[1]}])");
+  page_next({history_of(1)[0]}, true);
+  drain(*sink);
+  ASSERT_EQ(reader_log->held_requests.size(), 1u);
+  sink->take();
+  caf::anon_send(reader_raw, caf::atom("reply"),
+                 status{ec::restricted, "not a member of this community"});
+  run();
+  EXPECT_EQ(sink->take(), (std::vector<std::string>{proto::render_closed(
+                            "s", "restricted: not a member of this community")}));
+  EXPECT_TRUE(sink->pauses.empty()) << "a revocation between pages paused the client's reading";
+}
