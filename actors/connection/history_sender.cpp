@@ -175,7 +175,10 @@ void connection_state::on_page(const std::string& sub_id, uint64_t generation,
   auto& d = history_queue.front();
   d.page_request = 0;
   // The reader checked access again for this page: a removal since the
-  // last one ends the history here.
+  // last one ends the history here, as a revocation (no client frame caused
+  // it, so it is not paced; red-team finding 2 of the paging review).
+  if (reply.err.code == ec::restricted)
+    return revoke_subscription(sub_id, reply.err.message());
   if (!reply.err.ok())
     return end_subscription(sub_id, reply.err.message());
   auto& sub = subs[sub_id];
@@ -212,6 +215,12 @@ void connection_state::drop_history(const std::string& sub_id) {
   // A page still queued at the pool must not run for nobody.
   if (!reading.empty())
     self->send(peers.reader, read_withdraw{std::move(reading), false});
+  // A drain that came while the front was reading its page armed nothing
+  // (on_page would have): the new front must not wait for a drain nobody
+  // asked for (red-team finding 1 of the paging review).
+  if (!history_queue.empty() && history_queue.front().page_request == 0)
+    arm_drain(history_queue.front().awaiting_empty ? settings.history_page_drain_bytes
+                                                   : SIZE_MAX);
 }
 
 bool connection_state::reading_pages() const {
