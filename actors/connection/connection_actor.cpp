@@ -56,7 +56,7 @@ void connection_state::answer_client(std::string frame, std::string_view message
   // Decided here, by the prefix alone, for every answer path (at once or
   // from a peer's verdict): red-team finding 3 found verdicts that came back
   // later (ingest, the write policy, NIP-43, a reader) answered unpaced.
-  pace(refusal_weight(message));
+  pace(refusal_weight(message, frame_bytes));
 }
 
 void connection_state::send_closed(const std::string& sub_id, const std::string& message) {
@@ -68,6 +68,13 @@ void connection_state::send_notice(const std::string& message) {
 }
 
 void connection_state::on_frame(const std::string& text) {
+  // Answers given while this frame is handled may weigh by its size; later
+  // verdicts (ingest, a reader) come when it is long gone.
+  frame_bytes = text.size();
+  struct forget {
+    size_t& bytes;
+    ~forget() { bytes = 0; }
+  } forget_size{frame_bytes};
   auto parsed = proto::parse_client_message(text, settings.limits);
   if (auto* err = std::get_if<proto::parse_error>(&parsed)) {
     using rk = proto::parse_error::reply_kind;
@@ -104,9 +111,12 @@ void connection_state::on_frame(const std::string& text) {
 }
 
 void connection_state::send_ok(const std::string& id, bool accepted, const std::string& message) {
-  // An accepted answer is never paced, whatever it says (duplicate:, or a
-  // shadowReject's empty OK true, which a pause would give away).
-  answer_client(proto::render_ok(id, accepted, message), accepted ? std::string_view{} : message);
+  // An accepted answer is not paced, except a duplicate: (each resend cost
+  // a verify and a database round trip); a shadowReject's empty OK true
+  // never is, which a pause would give away.
+  const bool weighed = !accepted || message.starts_with("duplicate:");
+  answer_client(proto::render_ok(id, accepted, message),
+                weighed ? std::string_view{message} : std::string_view{});
 }
 
 void connection_state::reject(const std::string& id, const status& st) {

@@ -154,6 +154,7 @@ struct connection_state {
   bool stall_check_armed = false;
   size_t events_in_flight = 0;
   read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
+  size_t frame_bytes = 0;  // the client frame being handled (0 between frames)
   refusal_pacer pacer;   // refusals answered, and when the socket last paused for them
   bool draining = false;
   bool closed = false;

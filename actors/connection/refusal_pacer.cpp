@@ -4,7 +4,7 @@
 
 namespace waggle {
 
-double refusal_weight(std::string_view message) {
+double refusal_weight(std::string_view message, std::size_t frame_bytes) {
   auto colon = message.find(':');
   if (colon == std::string_view::npos)
     return 0;
@@ -13,7 +13,9 @@ double refusal_weight(std::string_view message) {
       || prefix == "rate-limited" || prefix == "pow" || prefix == "mute")
     return 1;
   if (prefix == "auth-required")
-    return 0.1;
+    return std::max(0.1, static_cast<double>(frame_bytes) / 16384.0);
+  if (prefix == "duplicate")
+    return 0.5;
   // The reader's answer to a read past its statement_timeout (reader_session):
   // the client chose the query, so it may not repeat it unpaced. Every other
   // error: is the node's trouble, and duplicate: is a normal resend.

@@ -11,6 +11,7 @@
 // A plain class with the clock passed in, so the arithmetic has unit tests.
 
 #include <chrono>
+#include <cstddef>
 #include <string_view>
 
 #include "actors/support/token_bucket.hpp"
@@ -32,13 +33,21 @@ struct refusal_pacing {
 // coming back from ingest, the write policy, the membership actor or a
 // reader) is paced alike (docs/protocol.md, "Refusal pacing"):
 //   invalid:, restricted:, blocked:, rate-limited:, pow:, mute:   1
-//   auth-required:                                                 0.1
+//   auth-required:                       0.1, or frame bytes / 16 KiB if more
 //   error: query took too long (the client's query shape)          1
-//   duplicate:, other error: (node-side), "" (accepted)            0
+//   duplicate: (accepted or not)                                   0.5
+//   other error: (node-side), "" (accepted)                        0
 // auth-required: counts a tenth: a client that opens its subscriptions and
 // then authenticates (normal) spends 6.4 of the burst for 64 REQs, while an
-// unauthenticated flood is still paced, at ten times the frames.
-double refusal_weight(std::string_view message);
+// unauthenticated flood is still paced, at ten times the frames; a large
+// frame counts by its size, since it was parsed whole before the AUTH
+// check (60 KB REQs at a tenth cost the node 12 MB/s of parsing per socket).
+// duplicate: counts half: each resend of a stored event costs a Schnorr
+// verify and a database round trip, so one connection resending one event
+// ran 14,500 verifies a second unpaced; a client resending after a lost OK
+// resends what it had in flight, and 200 such resends are still free.
+// `frame_bytes`: the size of the client frame being answered (0: unknown).
+double refusal_weight(std::string_view message, std::size_t frame_bytes = 0);
 
 class refusal_pacer {
  public:

@@ -239,17 +239,26 @@ TEST_F(refusal_answers_test, refusals_from_ingest_are_paced) {
 
 // Finding 3: duplicate: is a normal resend after a lost OK, and node-side
 // error: is no fault of the client's: neither is ever paced.
-TEST_F(refusal_answers_test, duplicates_and_node_errors_are_never_paced) {
+TEST_F(refusal_answers_test, node_errors_are_never_paced_and_resends_count_half) {
   auto conn = open_authed();
-  // 150 of each, each kind past the burst on its own.
-  for (int i = 0; i < 450; ++i)
+  // 150 failed (the node's trouble), past the burst of 100 on their own,
+  // and 198 resends (duplicate:, half each: 99).
+  for (int i = 0; i < 348; ++i)
     send(conn, frame("EVENT", make_event(alice_sk, 1, std::to_string(i)).raw));
-  for (int i = 0; i < 450; ++i)
-    commit_next(i % 3 == 0   ? write_outcome::duplicate
-                : i % 3 == 1 ? write_outcome::superseded
-                             : write_outcome::failed);
-  EXPECT_EQ(sink->take().size(), 450u);
+  for (int i = 0; i < 348; ++i)
+    commit_next(i < 150 ? write_outcome::failed
+                : i % 2 ? write_outcome::duplicate
+                        : write_outcome::superseded);
+  EXPECT_EQ(sink->take().size(), 348u);
   EXPECT_TRUE(sink->pauses.empty());
+  // Red-team finding 3 of the second review: every resend of a stored event
+  // costs a verify and a database round trip, so a flood of them is paced.
+  for (int i = 0; i < 4; ++i)
+    send(conn, frame("EVENT", make_event(alice_sk, 1, "again " + std::to_string(i)).raw));
+  for (int i = 0; i < 4; ++i)
+    commit_next(write_outcome::duplicate);
+  EXPECT_EQ(sink->take().size(), 4u);
+  EXPECT_EQ(sink->pauses.size(), 1u);
 }
 
 // Finding 3: a read the database ended (statement_timeout) was made slow by
@@ -279,6 +288,28 @@ TEST_F(refusal_answers_test, reqs_before_auth_then_auth_are_not_paused) {
   send(conn, R"(["REQ","s0",{"kinds":[1]}])");
   EXPECT_EQ(reader_log->held_requests.size(), 1u);
   EXPECT_TRUE(sink->pauses.empty());
+}
+
+// Red-team finding 4 of the second review: a large REQ refused before AUTH
+// was parsed whole, so it counts by its size (60 KB: 3.75), not a tenth.
+TEST_F(refusal_answers_test, large_frames_before_auth_count_by_their_size) {
+  auto conn = open();
+  std::string values;
+  for (int i = 0; i < 500; ++i)
+    values += (i ? "," : "") + std::string("\"") + std::string(100, 'a' + i % 26) + "\"";
+  const std::string big = R"(,{"#t":[)" + values + "]}]";
+  ASSERT_GT(big.size(), 50'000u);
+  // 26 x ~3.1 = ~81 of the burst of 100: free; a few more pause.
+  for (int i = 0; i < 26; ++i)
+    send(conn, R"(["REQ","s)" + std::to_string(i) + "\"" + big);
+  EXPECT_TRUE(sink->pauses.empty());
+  for (int i = 26; i < 34; ++i)
+    send(conn, R"(["REQ","s)" + std::to_string(i) + "\"" + big);
+  auto frames = sink->take();
+  ASSERT_EQ(frames.size(), 34u) << "every frame is answered";
+  for (auto& f : frames)
+    EXPECT_NE(f.find("auth-required:"), std::string::npos) << f.substr(0, 80);
+  EXPECT_FALSE(sink->pauses.empty());
 }
 
 // Finding 7's bound: an unauthenticated flood is still paced, each

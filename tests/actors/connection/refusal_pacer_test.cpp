@@ -74,7 +74,13 @@ TEST(RefusalPacer, AnAnswerCountsByItsPrefix) {
     EXPECT_EQ(refusal_weight(m), 1) << m;
   EXPECT_DOUBLE_EQ(refusal_weight("auth-required: authenticate first"), 0.1);
   EXPECT_EQ(refusal_weight("error: query took too long"), 1);
-  for (auto* m : {"", "duplicate: already have this event", "error: database unavailable",
+  // Red-team findings 3 and 4 of the second review: a resent stored event
+  // costs a verify; a large frame refused before AUTH was parsed whole.
+  EXPECT_DOUBLE_EQ(refusal_weight("duplicate: already have this event"), 0.5);
+  EXPECT_DOUBLE_EQ(refusal_weight("auth-required: authenticate first", 1000), 0.1);
+  EXPECT_DOUBLE_EQ(refusal_weight("auth-required: authenticate first", 60 * 1024), 3.75);
+  EXPECT_DOUBLE_EQ(refusal_weight("invalid: x", 60 * 1024), 1) << "only auth-required by size";
+  for (auto* m : {"", "error: database unavailable",
                   "error: count failed", "error: relay is shutting down", "no prefix at all"})
     EXPECT_EQ(refusal_weight(m), 0) << m;
 }
