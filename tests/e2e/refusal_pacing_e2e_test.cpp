@@ -188,18 +188,6 @@ class paused_peer_e2e : public refusal_pacing_e2e {
     node_e2e::SetUpTestSuite();
   }
 
-  // Polls `p` every 20 ms until it holds or `bound` has passed.
-  template <class Pred>
-  static bool within(std::chrono::milliseconds bound, Pred p) {
-    auto until = std::chrono::steady_clock::now() + bound;
-    while (std::chrono::steady_clock::now() < until) {
-      if (p())
-        return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return p();
-  }
-
   double connections() {
     auto text = node_->api().watch->metrics_text();
     auto at = text.find("\nwaggle_connections ");
@@ -219,10 +207,10 @@ TEST_F(paused_peer_e2e, AClientGoneDuringAPauseIsClosedWellBeforeThePauseEnds) {
   for (int i = 0; i < 40; ++i)
     c->send_text(R"(["COUNT","c)" + std::to_string(i) + R"(",{"bogus":1}])");
   ASSERT_TRUE(c->read_text(5s).has_value());  // the first answers: the flood is being read
-  ASSERT_TRUE(within(3s, [&] { return metric("waggle_refusals_total{reason=\"refusal_pacing\"}") != ""; }));
+  ASSERT_TRUE(pgtest::eventually([&] { return metric("waggle_refusals_total{reason=\"refusal_pacing\"}") != ""; }, 3s));
   auto gone = std::chrono::steady_clock::now();
   c.reset();  // the TCP connection closes under the paused session
-  ASSERT_TRUE(within(8s, [&] { return connections() <= before - 1; }))
+  ASSERT_TRUE(pgtest::eventually([&] { return connections() <= before - 1; }, 8s))
     << "the paused session did not notice its client had gone";
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - gone).count();
   std::printf("[ figures  ] a paused session noticed its client gone after %.3f s\n", seconds);
