@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "messages/proto/status.hpp"
+
 namespace waggle {
 
 double refusal_weight(std::string_view message, std::size_t frame_bytes) {
@@ -19,7 +21,7 @@ double refusal_weight(std::string_view message, std::size_t frame_bytes) {
   // The reader's answer to a read past its statement_timeout (reader_session):
   // the client chose the query, so it may not repeat it unpaced. Every other
   // error: is the node's trouble, and duplicate: is a normal resend.
-  if (message == "error: query took too long")
+  if (prefix == "error" && message == query_too_long().message())
     return 1;
   return 0;
 }

@@ -75,7 +75,7 @@ Reply reader_session_state::run_read(Fn&& fn) {
     fn(*conn, reply, budget);
   } catch (const db::read_budget_spent&) {
     log::warn("reader", "query took too long", {});
-    reply.err = {ec::unavailable, "query took too long"};
+    reply.err = query_too_long();
   } catch (const pqxx::broken_connection&) {
     session->reset();
     reply.err = {ec::unavailable, "database unavailable"};
@@ -85,7 +85,7 @@ Reply reader_session_state::run_read(Fn&& fn) {
     // too wide a read knows.
     if (e.sqlstate() == "57014") {
       log::warn("reader", "query took too long", {});
-      reply.err = {ec::unavailable, "query took too long"};
+      reply.err = query_too_long();
     } else {
       log::error("reader", "query failed", {{"error", e.what()}});
       reply.err = {ec::internal, "query failed"};

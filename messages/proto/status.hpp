@@ -57,4 +57,10 @@ class result {
 
 inline status make_status(ec code, std::string reason) { return {code, std::move(reason)}; }
 
+// A read the database ended at its statement_timeout: said as such, so a
+// client with too wide a read knows, and paced as a refusal (the client's
+// filters made it slow). One text, shared by the reader that says it and the
+// connection that weighs it (actors/connection/refusal_pacer.hpp).
+inline status query_too_long() { return {ec::unavailable, "query took too long"}; }
+
 }  // namespace waggle
