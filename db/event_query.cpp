@@ -305,22 +305,24 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
   auto before = [](int64_t ca, const std::string& ia, int64_t cb, const std::string& ib) {
     return ca != cb ? ca > cb : ia < ib;
   };
+  std::vector<plan> plans;
+  plans.reserve(filters.size());
+  for (const auto& f : filters)
+    plans.push_back(plan_of(f, lim, false, now));
   std::vector<uint32_t> remaining = at.remaining;
   if (remaining.size() != filters.size()) {  // the first page: each filter's limit
     remaining.assign(filters.size(), 0);
     for (size_t i = 0; i < filters.size(); ++i)
-      if (plan p = plan_of(filters[i], lim, false, now); !p.empty)
-        remaining[i] = p.limit;
+      if (!plans[i].empty)
+        remaining[i] = plans[i].limit;
   }
   std::vector<std::vector<row>> fetched(filters.size());
   std::vector<bool> truncated(filters.size(), false);
   pqxx::read_transaction tx(conn);
   for (size_t i = 0; i < filters.size(); ++i) {
-    if (remaining[i] == 0)
+    if (remaining[i] == 0 || plans[i].empty)
       continue;
-    plan p = plan_of(filters[i], lim, false, now);
-    if (p.empty)
-      continue;
+    plan& p = plans[i];
     p.limit = at.rows == 0 ? remaining[i] : std::min(at.rows, remaining[i]);
     if (at.started)
       p.after = std::pair{at.horizon_created_at, at.horizon_id};

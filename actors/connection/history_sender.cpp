@@ -188,13 +188,13 @@ void connection_state::on_page(const std::string& sub_id, uint64_t generation,
   size_t held = 0;
   for (auto& raw : reply.raws)
     held += raw.size() + history_frame_overhead;
+  // Either refusal ends the subscription, and drop_history takes `d` with it.
   if (!hold_history(sub_id, held))
     return;
-  auto& front = history_queue.front();  // hold_history may not end it, but keep it honest
-  front.next_page = next_page_of(*front.next_page, reply);
-  front.raws = std::move(reply.raws);
-  front.next = 0;
-  front.held_bytes = held;
+  d.next_page = next_page_of(*d.next_page, reply);
+  d.raws = std::move(reply.raws);
+  d.next = 0;
+  d.held_bytes = held;
   history_progressed();
   arm_drain();
 }

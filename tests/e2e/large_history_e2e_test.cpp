@@ -82,6 +82,15 @@ class large_history : public node_e2e {
     }
   }
 
+  // `n` notes of `sk` with `bytes` of content each, newest at `newest`, one a second older each.
+  void seed_notes(const std::string& sk, int n, size_t bytes, int64_t newest) {
+    std::vector<proto::event> events;
+    for (int i = 0; i < n; ++i)
+      events.push_back(test::event_builder{sk}.kind(1).at(newest - i)
+                         .content(std::string(bytes, static_cast<char>('a' + i % 26))).sign());
+    seed(events);
+  }
+
   static inline int64_t alpha_ = 0;
 };
 
@@ -113,12 +122,7 @@ TEST_F(large_history, AReqForFiveThousandEventsReachesEoseWithEveryEvent) {
 TEST_F(large_history, AReqForTwoHundredEventsOf64KbReachesEoseWithEveryEvent) {
   // 200 x 64 KB = 12.8 MB, above the session's 8 MiB outbound byte cap.
   auto sk = pgtest::secret(200);
-  std::vector<proto::event> events;
-  auto now = unix_now();
-  for (int i = 0; i < 200; ++i)
-    events.push_back(test::event_builder{sk}.kind(1).at(now - 2000 - i)
-                       .content(std::string(64 * 1024 - 512, 'a' + i % 26)).sign());
-  seed(events);
+  seed_notes(sk, 200, 64 * 1024 - 512, unix_now() - 2000);
   auto c = login("alpha.test", bob);
   c->send_text("[\"REQ\",\"fat\",{\"authors\":[\"" + proto::pubkey_of(sk) + "\"],\"limit\":200}]");
   std::set<std::string> ids;
@@ -127,12 +131,6 @@ TEST_F(large_history, AReqForTwoHundredEventsOf64KbReachesEoseWithEveryEvent) {
   EXPECT_EQ(got.events, 200u);
   EXPECT_EQ(ids.size(), 200u);
 }
-
-}  // namespace
-}  // namespace waggle::e2e
-
-namespace waggle::e2e {
-namespace {
 
 // docs/protocol.md, "History in pages": a client that asks for a large
 // history and stops reading is read one page for, however long it waits;
@@ -143,12 +141,7 @@ TEST_F(large_history, AClientThatStopsReadingIsReadOnePageForUntilItReadsAgain) 
   // 500 events of 16 KB: the first page (100 of them, 1.6 MB) is more than
   // the kernel's buffers take while the client sleeps.
   auto sk = pgtest::secret(300);
-  std::vector<proto::event> events;
-  auto now = unix_now();
-  for (int i = 0; i < 500; ++i)
-    events.push_back(test::event_builder{sk}.kind(1).at(now - 3000 - i)
-                       .content(std::string(16 * 1024, 'a' + i % 26)).sign());
-  seed(events);
+  seed_notes(sk, 500, 16 * 1024, unix_now() - 3000);
   auto pages = [&] {
     auto text = node_->api().watch->metrics_text();
     auto at = text.find("\nwaggle_history_pages_total ");
