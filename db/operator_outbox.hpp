@@ -1,0 +1,127 @@
+#pragma once
+
+// The SQL of operator listeners (docs/delivery.md): registrations, the
+// mention outbox written in the event's transaction, and the claims and
+// fenced completions of the delivery supervisor. Functions take the caller's
+// connection or transaction (docs/actor-rules.md).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+#include <pqxx/transaction>
+
+#include "messages/proto/event.hpp"
+
+namespace waggle::db {
+
+// The channel every mention-bearing commit NOTIFYs (payload empty).
+inline constexpr const char* delivery_wake_channel = "waggle_delivery";
+
+// Kinds whose `p` tags wake listeners: 9 (chat), 40002, 45001, 45003.
+bool wakes_listeners(int32_t kind);
+
+// One stored event that may mention registered targets.
+struct mention_source {
+  int64_t community_id = 0;
+  const proto::event* ev = nullptr;
+};
+
+// In the event's transaction, after the events were inserted (only events
+// this transaction inserted: a duplicate must add nothing): ONE statement
+// for the whole batch, whatever its size, inserting one outbox row per
+// (listener, target, community, event) for every distinct 32-byte hex `p`
+// tag of a wakes_listeners kind naming a registered target (ON CONFLICT DO
+// NOTHING), and calling pg_notify(delivery_wake_channel) only when it added
+// rows. Returns the rows added. Sources of other kinds are skipped without a
+// statement; no statement at all when none is left.
+size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& stored);
+
+// -- registrations -----------------------------------------------------------
+
+// Registers (or renews: created_at = now()) each target for `listener` in
+// `community_id`, in one statement and its own transaction. Keys are 64 hex,
+// checked by the caller; duplicates in `targets` count once. Returns the
+// distinct targets registered.
+size_t register_listener_targets(pqxx::connection& conn, int64_t community_id,
+                                 const std::string& listener,
+                                 const std::vector<std::string>& targets);
+
+struct listener_registration {
+  std::string target;      // 64 hex
+  int64_t registered_at;   // unix seconds (created_at)
+};
+std::vector<listener_registration> list_listener_targets(pqxx::connection& conn,
+                                                         int64_t community_id,
+                                                         const std::string& listener);
+
+// Deletes registrations older than `max_age`; returns how many.
+size_t reap_listener_registrations(pqxx::connection& conn, std::chrono::seconds max_age);
+
+// -- the outbox ----------------------------------------------------------------
+
+struct claim_settings {
+  std::chrono::seconds lease{30};        // a claim not completed by then may be claimed again
+  int max_attempts = 9;                  // rows with this many attempts are not claimed
+  std::chrono::seconds retention{900};   // rows older than this are not claimed
+};
+
+// One claimed row, with what a delivery needs.
+struct claimed_delivery {
+  int64_t id = 0;
+  std::string delivery_id;  // uuid text
+  std::string claim_id;     // uuid text, the fence of every completion
+  std::string listener;     // 64 hex
+  std::string target;       // 64 hex
+  int64_t community_id = 0;
+  std::string community_host;
+  std::string event_raw;    // the stored signed event (JSON)
+  int attempts = 0;         // including this one
+  int64_t created_at = 0;   // unix seconds, when the row was written
+};
+
+// Claims up to `n` rows for `listeners` (64 hex; rows of other listeners are
+// left to nodes that route them): due pending rows, and sending rows whose
+// lease ran out (their old claim_id is then fenced out), newer than the
+// retention and below max_attempts, FOR UPDATE SKIP LOCKED, oldest due
+// first. Each claimed row gets one fresh claim_id, state 'sending', a lease
+// and attempts + 1. Rows whose event was deleted (NIP-09) or reaped are
+// deleted instead of claimed. One transaction.
+std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings = {});
+
+enum class completion : uint8_t {
+  delivered,  // 2xx: the row is deleted
+  retry,      // scheduled again after `retry_after`; deleted instead at max_attempts (dropped)
+  terminal,   // the listener refused it for good: deleted
+};
+
+enum class completion_result : uint8_t {
+  done,     // as asked
+  dropped,  // a retry past max_attempts or the retention: deleted instead
+  fenced,   // the claim_id no longer holds the row: nothing changed
+};
+
+// Completes one claimed row, fenced by (id, claim_id, state 'sending').
+completion_result complete_delivery(pqxx::connection& conn, const claimed_delivery& row,
+                                    completion how, std::chrono::milliseconds retry_after,
+                                    const claim_settings& settings = {});
+
+// Deletes outbox rows older than `retention` (every state); returns how many.
+size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention);
+
+// For the queue-age gauge: seconds since the oldest pending or sending row
+// was written (0 when empty), and when the earliest pending row is due
+// (seconds from now, may be negative; nullopt when none).
+struct outbox_state {
+  double oldest_age_seconds = 0;
+  std::optional<double> next_due_in_seconds;
+  size_t rows = 0;
+};
+outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners);
+
+}  // namespace waggle::db

@@ -1,0 +1,55 @@
+-- 0007_operator_listeners: mentions of registered agents wake their
+-- operator's listener (docs/delivery.md).
+--
+-- A listener (a key named in --operator-listeners) registers target keys per
+-- community over POST /operator/listener/pubkeys; registering again renews
+-- created_at, and a registration older than 30 days is reaped.
+CREATE TABLE operator_listener_pubkeys (
+  community_id    bigint      NOT NULL REFERENCES communities (id),
+  target_pubkey   bytea       NOT NULL,
+  listener_pubkey bytea       NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (community_id, target_pubkey, listener_pubkey),
+  CONSTRAINT operator_listener_pubkeys_target_len CHECK (octet_length(target_pubkey) = 32),
+  CONSTRAINT operator_listener_pubkeys_listener_len CHECK (octet_length(listener_pubkey) = 32)
+);
+-- GET lists one listener's registrations in one community.
+CREATE INDEX operator_listener_pubkeys_by_listener
+  ON operator_listener_pubkeys (community_id, listener_pubkey);
+-- The daily reaper: oldest first.
+CREATE INDEX operator_listener_pubkeys_age ON operator_listener_pubkeys (created_at);
+
+-- One row per (listener, target, community, event), written in the event's
+-- transaction, so it commits or rolls back with the event, and a duplicate
+-- event (ON CONFLICT) adds nothing. `delivery_id` is what the listener sees
+-- (X-Waggle-Delivery-Id), stable across retries. A row is `pending` until a
+-- supervisor claims it (`sending`, with its claim_id and a lease); every
+-- completion names that claim_id, so a claim that expired and was taken by
+-- another supervisor cannot be completed by the first.
+CREATE TABLE operator_listener_outbox (
+  id               bigserial   PRIMARY KEY,
+  delivery_id      uuid        NOT NULL DEFAULT gen_random_uuid(),
+  community_id     bigint      NOT NULL REFERENCES communities (id),
+  listener_pubkey  bytea       NOT NULL,
+  target_pubkey    bytea       NOT NULL,
+  event_id         bytea       NOT NULL,
+  event_kind       int         NOT NULL,
+  event_created_at bigint      NOT NULL,
+  state            text        NOT NULL DEFAULT 'pending',
+  attempts         int         NOT NULL DEFAULT 0,
+  next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+  lease_until      timestamptz,
+  claim_id         uuid,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT operator_listener_outbox_state CHECK (state IN ('pending', 'sending')),
+  CONSTRAINT operator_listener_outbox_claimed CHECK ((state = 'sending') = (claim_id IS NOT NULL)),
+  UNIQUE (listener_pubkey, target_pubkey, community_id, event_id)
+);
+-- Claims: pending rows that are due, oldest due first.
+CREATE INDEX operator_listener_outbox_due
+  ON operator_listener_outbox (next_attempt_at, id) WHERE state = 'pending';
+-- Recovery of claims whose supervisor died: sending rows past their lease.
+CREATE INDEX operator_listener_outbox_leased
+  ON operator_listener_outbox (lease_until) WHERE state = 'sending';
+-- The 15-minute reaper.
+CREATE INDEX operator_listener_outbox_age ON operator_listener_outbox (created_at);
