@@ -1,6 +1,7 @@
 #include "db/event_store.hpp"
 #include "db/event_write_sql.hpp"
 #include "db/indexed_tags.hpp"
+#include "db/operator_outbox.hpp"
 #include "db/sql_util.hpp"
 
 #include <algorithm>
@@ -47,6 +48,10 @@
 //               channels of the events stored (except creations, kind 9007),
 //               the channel_ttl keys SHARED in sorted order, a plain read of
 //               ttl_seconds, and the new deadline of ephemeral channels.
+// and, after phase B, once S3 has said which events this batch inserted:
+//   S6 outbox   db::enqueue_mentions (db/operator_outbox.cpp): the operator
+//               listener rows of those events' mentions and their NOTIFY
+//               (docs/delivery.md); skipped when no inserted event mentions.
 // Channel posts (an `h` tag, not a NIP-29 command) are checked in S1: the
 // channel must exist, be live and not archived, and the author must be an
 // active member (proto::nip29::may_post). The check is a plain read in the
@@ -254,6 +259,9 @@ struct batch_write {
   std::vector<std::pair<int64_t, std::string>> replaced_heads;
   // Phase B's answers that are read back, by position among its statements.
   std::optional<size_t> insert_at, ttl_at;
+  // S6's input: the events S3 inserted, never a duplicate (whose outbox rows
+  // were written, and perhaps delivered and deleted, by its first insert).
+  std::vector<mention_source> inserted_events;
 };
 
 void batch_write::collect_candidates() {
@@ -616,6 +624,7 @@ void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
     auto& res = results[c.item];
     if (inserted.count({c.community_id, c.ev->id})) {
       res = {write_outcome::stored, ""};
+      inserted_events.push_back({c.community_id, c.ev});
       continue;
     }
     if (c.coordinate)
@@ -633,12 +642,17 @@ void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
   }
 }
 
+// S6, in the batch's transaction.
+using mention_sink = std::function<void(const std::vector<mention_source>& inserted)>;
+
 // The batch in two phases, whatever runs them: phase A (S0 lock, S1 check)
 // whose answers decide each candidate, then phase B (S2 replace, S3 insert,
 // S4 delete, S5 ttl). Phase B's statements do not depend on one another's
-// answers (a client with pipelining could send each phase at once).
+// answers (a client with pipelining could send each phase at once). S6
+// needs S3's answer, so it follows phase B.
 std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
-                                          const write_options& opts, const phase_runner& run) {
+                                          const write_options& opts, const phase_runner& run,
+                                          const mention_sink& enqueue) {
   batch_write b(items, opts);
   b.collect_candidates();
   b.drop_batch_losers();
@@ -659,6 +673,7 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
   b.add_insert_call(phase_b);
   b.add_delete_and_ttl_calls(phase_b);
   b.read_writes(run(std::move(phase_b)));
+  enqueue(b.inserted_events);
 
   b.finish_batch_losers();
   b.finish_aliases();
@@ -669,13 +684,16 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
                                        const write_options& opts) {
   // Inside the caller's transaction: one statement at a time.
-  return write_in_phases(items, opts, [&tx](std::vector<statement_call>&& calls) {
-    prepare_statements(tx.conn());
-    std::vector<pqxx::result> out;
-    for (auto& c : calls)
-      out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
-    return out;
-  });
+  return write_in_phases(
+    items, opts,
+    [&tx](std::vector<statement_call>&& calls) {
+      prepare_statements(tx.conn());
+      std::vector<pqxx::result> out;
+      for (auto& c : calls)
+        out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
+      return out;
+    },
+    [&tx](const std::vector<mention_source>& inserted) { enqueue_mentions(tx, inserted); });
 }
 
 std::vector<write_result> write_batch(pqxx::connection& conn,

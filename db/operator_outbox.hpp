@@ -88,9 +88,16 @@ struct claimed_delivery {
 // lease ran out (their old claim_id is then fenced out), newer than the
 // retention and below max_attempts, FOR UPDATE SKIP LOCKED, oldest due
 // first. Each claimed row gets one fresh claim_id, state 'sending', a lease
+// (next_attempt_at = lease_until, so an expired lease is simply due again)
 // and attempts + 1. Rows whose event was deleted (NIP-09) or reaped are
 // deleted instead of claimed. One transaction.
 std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings = {});
+
+// The same claim inside the caller's transaction (no COMMIT): the claimed rows
+// stay locked until it ends (tests hold a claim open this way).
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
                                                const std::vector<std::string>& listeners,
                                                size_t n, const claim_settings& settings = {});
 

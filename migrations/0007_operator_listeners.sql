@@ -23,9 +23,10 @@ CREATE INDEX operator_listener_pubkeys_age ON operator_listener_pubkeys (created
 -- transaction, so it commits or rolls back with the event, and a duplicate
 -- event (ON CONFLICT) adds nothing. `delivery_id` is what the listener sees
 -- (X-Waggle-Delivery-Id), stable across retries. A row is `pending` until a
--- supervisor claims it (`sending`, with its claim_id and a lease); every
--- completion names that claim_id, so a claim that expired and was taken by
--- another supervisor cannot be completed by the first.
+-- supervisor claims it (`sending`, with its claim_id and a lease, and
+-- next_attempt_at = lease_until); every completion names that claim_id, so a
+-- claim that expired and was taken by another supervisor cannot be completed
+-- by the first.
 CREATE TABLE operator_listener_outbox (
   id               bigserial   PRIMARY KEY,
   delivery_id      uuid        NOT NULL DEFAULT gen_random_uuid(),
@@ -45,11 +46,11 @@ CREATE TABLE operator_listener_outbox (
   CONSTRAINT operator_listener_outbox_claimed CHECK ((state = 'sending') = (claim_id IS NOT NULL)),
   UNIQUE (listener_pubkey, target_pubkey, community_id, event_id)
 );
--- Claims: pending rows that are due, oldest due first.
-CREATE INDEX operator_listener_outbox_due
-  ON operator_listener_outbox (next_attempt_at, id) WHERE state = 'pending';
--- Recovery of claims whose supervisor died: sending rows past their lease.
-CREATE INDEX operator_listener_outbox_leased
-  ON operator_listener_outbox (lease_until) WHERE state = 'sending';
+-- Claims: rows that are due, oldest due first, pending or sending alike. A
+-- claim sets next_attempt_at to its lease_until, so a sending row whose lease
+-- ran out is due by the same predicate as a pending row, and one ordered scan
+-- of this index with LIMIT serves both (two partial indexes would need an OR
+-- and a sort of every due row).
+CREATE INDEX operator_listener_outbox_due ON operator_listener_outbox (next_attempt_at, id);
 -- The 15-minute reaper.
 CREATE INDEX operator_listener_outbox_age ON operator_listener_outbox (created_at);

@@ -1,0 +1,339 @@
+#include "db/operator_outbox.hpp"
+
+#include <set>
+#include <stdexcept>
+#include <string_view>
+
+#include <pqxx/prepared_statement>
+#include <pqxx/result>
+
+#include "db/sql_util.hpp"
+
+// The statements of operator listeners (docs/delivery.md, "Outbox"). Keys are
+// bytea in the schema and travel as hex text (arrays as one parameter each,
+// db/sql_util.hpp); every value is a parameter of a prepared statement.
+
+namespace waggle::db {
+
+using namespace sql;
+
+namespace {
+
+// One row per (source, distinct target) in, one outbox row per registered
+// listener of that target out. The events the rows name were inserted by this
+// transaction (the caller's promise), so a conflict can only be the same
+// (listener, target, community, event) twice, which DO NOTHING absorbs.
+// pg_notify runs in the same statement and only when rows were added: CASE
+// does not evaluate a volatile branch whose condition is false, so a batch
+// whose mentions name no registered target takes no NOTIFY lock at commit.
+constexpr const char* stmt_enqueue = "waggle_ol_enqueue";
+constexpr const char* sql_enqueue = R"sql(
+WITH src AS (
+  SELECT DISTINCT u.community_id, decode(u.event_hex, 'hex') AS event_id, u.kind, u.created_at,
+         decode(u.target_hex, 'hex') AS target
+    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[])
+         AS u(community_id, event_hex, kind, created_at, target_hex)
+), ins AS (
+  INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id,
+                                        event_kind, event_created_at)
+  SELECT s.community_id, r.listener_pubkey, s.target, s.event_id, s.kind, s.created_at
+    FROM src s
+    JOIN operator_listener_pubkeys r ON r.community_id = s.community_id
+                                    AND r.target_pubkey = s.target
+   ORDER BY r.listener_pubkey, s.target, s.community_id, s.event_id
+  ON CONFLICT (listener_pubkey, target_pubkey, community_id, event_id) DO NOTHING
+  RETURNING 1
+), added AS (SELECT count(*) AS n FROM ins)
+SELECT n, CASE WHEN n > 0 THEN pg_notify($6, '') END FROM added
+)sql";
+
+// Duplicates were removed by the caller: ON CONFLICT DO UPDATE may not touch
+// one row twice in a statement. Sorted, so concurrent registrations of
+// overlapping sets lock the keys in one order.
+constexpr const char* stmt_register = "waggle_ol_register";
+constexpr const char* sql_register = R"sql(
+INSERT INTO operator_listener_pubkeys (community_id, target_pubkey, listener_pubkey)
+SELECT $1, decode(t, 'hex'), decode($2, 'hex')
+  FROM unnest($3::text[]) AS t
+ ORDER BY t
+ON CONFLICT (community_id, target_pubkey, listener_pubkey) DO UPDATE SET created_at = now()
+)sql";
+
+constexpr const char* stmt_list = "waggle_ol_list";
+constexpr const char* sql_list = R"sql(
+SELECT encode(target_pubkey, 'hex'), floor(extract(epoch FROM created_at))::bigint
+  FROM operator_listener_pubkeys
+ WHERE community_id = $1 AND listener_pubkey = decode($2, 'hex')
+ ORDER BY target_pubkey
+)sql";
+
+constexpr const char* stmt_reap_registrations = "waggle_ol_reap_registrations";
+constexpr const char* sql_reap_registrations = R"sql(
+DELETE FROM operator_listener_pubkeys WHERE created_at < now() - $1::bigint * interval '1 second'
+)sql";
+
+// The claim, in one statement: lock up to $2 due rows of these listeners
+// (SKIP LOCKED: rows another supervisor is claiming right now are left to it,
+// nobody waits), delete those whose event is no longer live, and claim the
+// rest. A sending row is due again when its lease (next_attempt_at) ran out;
+// its new claim_id fences the old claimant out. `gone` and `claimed` split
+// `c` by one predicate, so no row is in both; `gone` runs although nothing
+// reads it (a data-modifying WITH always runs to completion).
+constexpr const char* stmt_claim = "waggle_ol_claim";
+constexpr const char* sql_claim = R"sql(
+WITH c AS (
+  SELECT o.id, o.community_id, o.event_id FROM operator_listener_outbox o
+   WHERE o.listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($1::text[]) AS x)
+     AND o.next_attempt_at <= now() AND o.attempts < $3
+     AND o.created_at > now() - $4::bigint * interval '1 second'
+   ORDER BY o.next_attempt_at, o.id
+   LIMIT $2
+     FOR UPDATE SKIP LOCKED
+), live AS (
+  SELECT c.id, EXISTS (SELECT 1 FROM events e
+                        WHERE e.community_id = c.community_id AND e.id = c.event_id
+                          AND e.deleted_at IS NULL) AS live
+    FROM c
+), gone AS (
+  DELETE FROM operator_listener_outbox o USING live l
+   WHERE o.id = l.id AND NOT l.live
+  RETURNING 1
+), claimed AS (
+  UPDATE operator_listener_outbox o
+     SET state = 'sending', claim_id = gen_random_uuid(), attempts = o.attempts + 1,
+         lease_until = now() + $5::bigint * interval '1 second',
+         next_attempt_at = now() + $5::bigint * interval '1 second'
+    FROM live l
+   WHERE o.id = l.id AND l.live
+  RETURNING o.id, o.delivery_id, o.claim_id, o.listener_pubkey, o.target_pubkey, o.community_id,
+            o.event_id, o.attempts, o.created_at
+)
+SELECT cl.id, cl.delivery_id::text, cl.claim_id::text, encode(cl.listener_pubkey, 'hex'),
+       encode(cl.target_pubkey, 'hex'), cl.community_id, co.host, e.raw, cl.attempts,
+       floor(extract(epoch FROM cl.created_at))::bigint
+  FROM claimed cl
+  JOIN events e ON e.community_id = cl.community_id AND e.id = cl.event_id
+  JOIN communities co ON co.id = cl.community_id
+ ORDER BY cl.id
+)sql";
+
+// Completions: every one fenced by (id, claim_id, state 'sending').
+constexpr const char* stmt_delete = "waggle_ol_delete";
+constexpr const char* sql_delete = R"sql(
+DELETE FROM operator_listener_outbox
+ WHERE id = $1 AND claim_id = $2::uuid AND state = 'sending'
+)sql";
+
+constexpr const char* stmt_retry = "waggle_ol_retry";
+constexpr const char* sql_retry = R"sql(
+UPDATE operator_listener_outbox
+   SET state = 'pending', claim_id = NULL, lease_until = NULL,
+       next_attempt_at = now() + $3::bigint * interval '1 millisecond'
+ WHERE id = $1 AND claim_id = $2::uuid AND state = 'sending'
+   AND attempts < $4 AND created_at > now() - $5::bigint * interval '1 second'
+)sql";
+
+constexpr const char* stmt_reap_outbox = "waggle_ol_reap_outbox";
+constexpr const char* sql_reap_outbox = R"sql(
+DELETE FROM operator_listener_outbox WHERE created_at < now() - $1::bigint * interval '1 second'
+)sql";
+
+// Read through the unique index, which leads with listener_pubkey.
+constexpr const char* stmt_state = "waggle_ol_state";
+constexpr const char* sql_state = R"sql(
+SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
+       extract(epoch FROM min(next_attempt_at) FILTER (WHERE state = 'pending') - now())::float8
+  FROM operator_listener_outbox
+ WHERE listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($1::text[]) AS x)
+)sql";
+
+void prepare(pqxx::connection_base& conn) {
+  // As db/event_write_sql.hpp: re-defining a name with the same text is a
+  // no-op in libpqxx 6, registered with the server on first use.
+  conn.prepare(stmt_enqueue, sql_enqueue);
+  conn.prepare(stmt_register, sql_register);
+  conn.prepare(stmt_list, sql_list);
+  conn.prepare(stmt_reap_registrations, sql_reap_registrations);
+  conn.prepare(stmt_claim, sql_claim);
+  conn.prepare(stmt_delete, sql_delete);
+  conn.prepare(stmt_retry, sql_retry);
+  conn.prepare(stmt_reap_outbox, sql_reap_outbox);
+  conn.prepare(stmt_state, sql_state);
+}
+
+int64_t seconds_of(std::chrono::seconds s) { return static_cast<int64_t>(s.count()); }
+
+std::string hex_array(const std::vector<std::string>& keys) {
+  array_literal a;
+  for (const auto& k : keys)
+    a.text(k);
+  return a.str();
+}
+
+}  // namespace
+
+bool wakes_listeners(int32_t kind) {
+  return kind == 9 || kind == 40002 || kind == 45001 || kind == 45003;
+}
+
+size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& stored) {
+  array_literal community, event, kind, created, target;
+  bool any = false;
+  for (const auto& s : stored) {
+    if (!s.ev || !wakes_listeners(s.ev->kind))
+      continue;
+    // Only the canonical spelling of a key names it: what a registration
+    // stores (64 lowercase hex); anything else names no target.
+    std::set<std::string_view> targets;
+    for (const auto& t : s.ev->tags)
+      if (t.size() >= 2 && t[0] == "p" && is_hex64(t[1]))
+        targets.insert(t[1]);
+    for (auto p : targets) {
+      community.integer(s.community_id);
+      event.text(s.ev->id);
+      kind.integer(s.ev->kind);
+      created.integer(s.ev->created_at);
+      target.text(p);
+      any = true;
+    }
+  }
+  // A batch without mentions pays nothing, not even the registrations look-up.
+  if (!any)
+    return 0;
+  prepare(tx.conn());
+  auto r = tx.exec_prepared(stmt_enqueue, community.str(), event.str(), kind.str(), created.str(),
+                            target.str(), delivery_wake_channel);
+  return r[0][0].as<size_t>();
+}
+
+size_t register_listener_targets(pqxx::connection& conn, int64_t community_id,
+                                 const std::string& listener,
+                                 const std::vector<std::string>& targets) {
+  if (!is_hex64(listener))
+    throw std::invalid_argument("register_listener_targets: listener is not 64 lowercase hex");
+  std::set<std::string> distinct;
+  for (const auto& t : targets) {
+    if (!is_hex64(t))
+      throw std::invalid_argument("register_listener_targets: target is not 64 lowercase hex");
+    distinct.insert(t);
+  }
+  if (distinct.empty())
+    return 0;
+  array_literal a;
+  for (const auto& t : distinct)
+    a.text(t);
+  prepare(conn);
+  pqxx::work tx(conn);
+  tx.exec_prepared(stmt_register, community_id, listener, a.str());
+  tx.commit();
+  return distinct.size();
+}
+
+std::vector<listener_registration> list_listener_targets(pqxx::connection& conn,
+                                                         int64_t community_id,
+                                                         const std::string& listener) {
+  prepare(conn);
+  pqxx::read_transaction tx(conn);
+  std::vector<listener_registration> out;
+  for (const auto& row : tx.exec_prepared(stmt_list, community_id, listener))
+    out.push_back({row[0].as<std::string>(), row[1].as<int64_t>()});
+  tx.commit();
+  return out;
+}
+
+size_t reap_listener_registrations(pqxx::connection& conn, std::chrono::seconds max_age) {
+  prepare(conn);
+  pqxx::work tx(conn);
+  auto r = tx.exec_prepared(stmt_reap_registrations, seconds_of(max_age));
+  tx.commit();
+  return static_cast<size_t>(r.affected_rows());
+}
+
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings) {
+  std::vector<claimed_delivery> out;
+  if (listeners.empty() || n == 0)
+    return out;
+  prepare(tx.conn());
+  auto r = tx.exec_prepared(stmt_claim, hex_array(listeners), static_cast<int64_t>(n),
+                            settings.max_attempts, seconds_of(settings.retention),
+                            seconds_of(settings.lease));
+  out.reserve(r.size());
+  for (const auto& row : r) {
+    claimed_delivery d;
+    d.id = row[0].as<int64_t>();
+    d.delivery_id = row[1].as<std::string>();
+    d.claim_id = row[2].as<std::string>();
+    d.listener = row[3].as<std::string>();
+    d.target = row[4].as<std::string>();
+    d.community_id = row[5].as<int64_t>();
+    d.community_host = row[6].as<std::string>();
+    d.event_raw = row[7].as<std::string>();
+    d.attempts = row[8].as<int>();
+    d.created_at = row[9].as<int64_t>();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings) {
+  if (listeners.empty() || n == 0)
+    return {};
+  pqxx::work tx(conn);
+  auto out = claim_deliveries(tx, listeners, n, settings);
+  tx.commit();
+  return out;
+}
+
+completion_result complete_delivery(pqxx::connection& conn, const claimed_delivery& row,
+                                    completion how, std::chrono::milliseconds retry_after,
+                                    const claim_settings& settings) {
+  prepare(conn);
+  pqxx::work tx(conn);
+  completion_result result = completion_result::fenced;
+  if (how == completion::retry) {
+    auto r = tx.exec_prepared(stmt_retry, row.id, row.claim_id,
+                              static_cast<int64_t>(retry_after.count()), settings.max_attempts,
+                              seconds_of(settings.retention));
+    if (r.affected_rows() > 0)
+      result = completion_result::done;
+  }
+  if (result != completion_result::done) {
+    // Delivered or refused for good, or a retry that may not happen (it
+    // would never be claimed again): the row goes, if this claim still holds
+    // it.
+    auto r = tx.exec_prepared(stmt_delete, row.id, row.claim_id);
+    if (r.affected_rows() > 0)
+      result = how == completion::retry ? completion_result::dropped : completion_result::done;
+  }
+  tx.commit();
+  return result;
+}
+
+size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention) {
+  prepare(conn);
+  pqxx::work tx(conn);
+  auto r = tx.exec_prepared(stmt_reap_outbox, seconds_of(retention));
+  tx.commit();
+  return static_cast<size_t>(r.affected_rows());
+}
+
+outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners) {
+  outbox_state out;
+  if (listeners.empty())
+    return out;
+  prepare(conn);
+  pqxx::read_transaction tx(conn);
+  auto r = tx.exec_prepared(stmt_state, hex_array(listeners));
+  tx.commit();
+  out.rows = r[0][0].as<size_t>();
+  out.oldest_age_seconds = r[0][1].as<double>();
+  if (!r[0][2].is_null())
+    out.next_due_in_seconds = r[0][2].as<double>();
+  return out;
+}
+
+}  // namespace waggle::db

@@ -1,0 +1,480 @@
+// Operator listeners, the db layer (docs/delivery.md, "Outbox"): mention rows
+// written in the event's transaction and their NOTIFY, registrations, and the
+// claims and fenced completions of the delivery supervisor.
+
+#include <algorithm>
+#include <thread>
+
+#include <pqxx/notification>
+
+#include "db/operator_outbox.hpp"
+#include "tests/db/write_fixture.hpp"
+
+namespace waggle::pgtest {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string target1(64, 'a');
+const std::string target2(64, 'b');
+
+// Collects what a LISTENing connection receives on the wake channel.
+class wake_listener : public pqxx::notification_receiver {
+ public:
+  explicit wake_listener(pqxx::connection_base& c)
+    : pqxx::notification_receiver(c, db::delivery_wake_channel) {}
+  void operator()(const std::string& payload, int) override { payloads.push_back(payload); }
+  std::vector<std::string> payloads;
+};
+
+// A key no other test of this process uses: claims select by listener, and
+// the tests of one binary share a database.
+std::string fresh_listener() {
+  static int n = 0;
+  char buf[65];
+  std::snprintf(buf, sizeof buf, "%064x", ++n);
+  return buf;
+}
+
+class OutboxTest : public WriteTest {
+ protected:
+  const std::string listener1 = fresh_listener();
+  const std::string listener2 = fresh_listener();
+
+  void register_targets(int64_t c, const std::string& listener,
+                        const std::vector<std::string>& targets) {
+    db::register_listener_targets(conn(), c, listener, targets);
+  }
+  int64_t outbox_rows(int64_t c, const std::string& extra_where = "TRUE") {
+    pqxx::nontransaction tx(conn());
+    return tx.exec_params("SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 "
+                          "AND " + extra_where, c)[0][0].as<int64_t>();
+  }
+  // Rows of (listener, target) for one event.
+  int64_t rows_of(int64_t c, const std::string& listener, const std::string& target,
+                  const std::string& event_id) {
+    pqxx::nontransaction tx(conn());
+    return tx.exec_params("SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 "
+                          "AND listener_pubkey = decode($2, 'hex') AND target_pubkey = "
+                          "decode($3, 'hex') AND event_id = decode($4, 'hex')",
+                          c, listener, target, event_id)[0][0].as<int64_t>();
+  }
+  void sql(const std::string& text) {
+    pqxx::nontransaction tx(conn());
+    tx.exec(text);
+  }
+  // Sends a marker NOTIFY from another session and returns every payload the
+  // listener received before it. Notifications arrive in commit order, so
+  // once the marker is in, anything committed before it is in too: no wait
+  // for something that should not come.
+  std::vector<std::string> before_marker(pqxx::connection& lc, wake_listener& w) {
+    sql(std::string("NOTIFY ") + db::delivery_wake_channel + ", 'marker'");
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::find(w.payloads.begin(), w.payloads.end(), "marker") == w.payloads.end() &&
+           std::chrono::steady_clock::now() < until)
+      lc.await_notification(0, 100000);
+    auto at = std::find(w.payloads.begin(), w.payloads.end(), "marker");
+    EXPECT_NE(at, w.payloads.end()) << "the marker never arrived";
+    std::vector<std::string> before(w.payloads.begin(), at);
+    w.payloads.clear();
+    return before;
+  }
+  // Writes `n` mention events of target1 (kind 9) and returns them.
+  std::vector<proto::event> seed(int64_t c, int n, int64_t created_at = 1000) {
+    std::vector<proto::event> evs;
+    for (int i = 0; i < n; ++i)
+      evs.push_back(make_event(1, 9, created_at + i, {{"p", target1}}, "hi " + std::to_string(i)));
+    for (const auto& r : write(c, evs))
+      EXPECT_EQ(r.outcome, write_outcome::stored);
+    return evs;
+  }
+};
+
+proto::event mention(int64_t created_at, std::vector<proto::tag> tags, int32_t kind = 9) {
+  return make_event(1, kind, created_at, std::move(tags), "mention");
+}
+
+// ---- the outbox, in the event's transaction --------------------------------------
+
+TEST_F(OutboxTest, CommittedMentionAddsOneRowPerListenerAndWakes) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target1, target2});
+  auto lc = connect();
+  wake_listener w(*lc);
+  auto ev = mention(1000, {{"p", target1}, {"p", target2}});
+  EXPECT_EQ(write1(c, ev), write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 3);
+  EXPECT_EQ(rows_of(c, listener1, target1, ev.id), 1);
+  EXPECT_EQ(rows_of(c, listener2, target1, ev.id), 1);
+  EXPECT_EQ(rows_of(c, listener2, target2, ev.id), 1);
+  EXPECT_EQ(before_marker(*lc, w), std::vector<std::string>{""}) << "one wake, empty payload";
+}
+
+TEST_F(OutboxTest, RolledBackMentionAddsNoRowAndWakesNobody) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto lc = connect();
+  wake_listener w(*lc);
+  auto ev = mention(1000, {{"p", target1}});
+  {
+    pqxx::work tx(conn());
+    auto r = db::write_events(tx, batch(c, {ev}));
+    EXPECT_EQ(r.at(0).outcome, write_outcome::stored);
+    EXPECT_EQ(tx.exec_params("SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1",
+                             c)[0][0].as<int>(), 1) << "written in the event's transaction";
+    tx.abort();
+  }
+  EXPECT_EQ(outbox_rows(c), 0);
+  EXPECT_TRUE(before_marker(*lc, w).empty());
+}
+
+TEST_F(OutboxTest, BatchWithoutNewRowsSendsNoNotify) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto lc = connect();
+  wake_listener w(*lc);
+  // A mention of an unregistered target runs the statement and adds nothing;
+  // the others run no statement at all.
+  auto r = write(c, {mention(1000, {{"p", target2}}), mention(1001, {}),
+                     mention(1002, {{"p", target1}}, 1)});
+  for (const auto& x : r)
+    EXPECT_EQ(x.outcome, write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 0);
+  EXPECT_TRUE(before_marker(*lc, w).empty());
+}
+
+TEST_F(OutboxTest, DuplicateEventAddsNothingEvenAfterItsRowWasDelivered) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto ev = mention(1000, {{"p", target1}});
+  EXPECT_EQ(write1(c, ev), write_outcome::stored);
+  auto claimed = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(db::complete_delivery(conn(), claimed[0], db::completion::delivered, 0ms),
+            db::completion_result::done);
+  EXPECT_EQ(outbox_rows(c), 0);
+  auto lc = connect();
+  wake_listener w(*lc);
+  auto again = write(c, {ev, ev});
+  EXPECT_EQ(again[0].outcome, write_outcome::duplicate);
+  EXPECT_EQ(again[1].outcome, write_outcome::duplicate);
+  EXPECT_EQ(outbox_rows(c), 0) << "a resent event must not be delivered twice";
+  EXPECT_TRUE(before_marker(*lc, w).empty());
+}
+
+// The other duplicate: a concurrent batch inserts the event first, and this
+// batch's insert skips it (S3's ON CONFLICT, after S1 saw nothing). The first
+// batch removes its own row before committing (as if already delivered), so
+// only the "inserted by this batch" rule keeps the second from adding one.
+TEST_F(OutboxTest, EventInsertedFirstByAConcurrentBatchAddsNothing) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto ev = mention(1000, {{"p", target1}});
+  auto a = connect();
+  auto b = connect();
+  int b_pid = b->backendpid();
+  pqxx::work ta(*a);
+  EXPECT_EQ(db::write_events(ta, batch(c, {ev})).at(0).outcome, write_outcome::stored);
+  ta.exec("DELETE FROM operator_listener_outbox WHERE community_id = " + std::to_string(c));
+  std::vector<write_result> rb;
+  std::thread tb([&] { rb = db::write_batch(*b, batch(c, {ev})); });
+  auto observer = connect();
+  EXPECT_TRUE(eventually([&] {
+    pqxx::nontransaction tx(*observer);
+    return !tx.exec_params("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = "
+                           "'Lock'", b_pid).empty();
+  })) << "b never waited for a's insert";
+  ta.commit();
+  tb.join();
+  ASSERT_EQ(rb.size(), 1u);
+  EXPECT_EQ(rb[0].outcome, write_outcome::duplicate);
+  EXPECT_EQ(outbox_rows(c), 0);
+}
+
+TEST_F(OutboxTest, OnlyTheFourKindsWake) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  std::vector<proto::event> evs;
+  for (int32_t kind : {1, 7, 9, 1111, 40001, 40002, 45001, 45002, 45003, 45004})
+    evs.push_back(mention(1000 + kind, {{"p", target1}}, kind));
+  for (const auto& r : write(c, evs))
+    EXPECT_EQ(r.outcome, write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 4);
+  EXPECT_EQ(outbox_rows(c, "event_kind IN (9, 40002, 45001, 45003)"), 4);
+  EXPECT_TRUE(db::wakes_listeners(9) && db::wakes_listeners(40002) && db::wakes_listeners(45001) &&
+              db::wakes_listeners(45003));
+  EXPECT_FALSE(db::wakes_listeners(1) || db::wakes_listeners(45002) || db::wakes_listeners(9000));
+}
+
+TEST_F(OutboxTest, OnlyLowercase64HexPValuesNameTargets) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  std::string upper(64, 'A');
+  std::string short_key = target1.substr(0, 62);
+  std::string not_hex = std::string(63, 'a') + "g";
+  // Alone, none of these names a target (and "g" must not reach decode()).
+  auto bad = mention(1000, {{"p", upper}, {"p", short_key}, {"p", not_hex}, {"p"}, {"P", target1}});
+  auto lc = connect();
+  wake_listener w(*lc);
+  EXPECT_EQ(write1(c, bad), write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 0);
+  EXPECT_TRUE(before_marker(*lc, w).empty());
+  // Next to a good one, the good one still counts.
+  auto mixed = mention(1001, {{"p", not_hex}, {"p", target1}});
+  EXPECT_EQ(write1(c, mixed), write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 1);
+}
+
+TEST_F(OutboxTest, RepeatedPTagsCountOnce) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target1});
+  auto ev = mention(1000, {{"p", target1}, {"p", target1, "wss://relay.example"}, {"p", target1}});
+  EXPECT_EQ(write1(c, ev), write_outcome::stored);
+  EXPECT_EQ(rows_of(c, listener1, target1, ev.id), 1);
+  EXPECT_EQ(rows_of(c, listener2, target1, ev.id), 1);
+  EXPECT_EQ(outbox_rows(c), 2);
+}
+
+TEST_F(OutboxTest, RegistrationsAreScopedToTheirCommunity) {
+  auto c = community("a");
+  auto other = community("b");
+  register_targets(other, listener1, {target1});
+  EXPECT_EQ(write1(c, mention(1000, {{"p", target1}})), write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), 0);
+  EXPECT_EQ(outbox_rows(other), 0);
+}
+
+// One statement per batch whatever its size, counted by a statement-level
+// trigger (it fires once per INSERT statement, rows or not).
+TEST_F(OutboxTest, FiveHundredMentionsAreOneStatement) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target1});
+  sql("CREATE TABLE test_outbox_statements (n int)");
+  sql("CREATE FUNCTION test_count_outbox_statement() RETURNS trigger LANGUAGE plpgsql AS "
+      "$$ BEGIN INSERT INTO test_outbox_statements VALUES (1); RETURN NULL; END $$");
+  sql("CREATE TRIGGER test_outbox_statements AFTER INSERT ON operator_listener_outbox "
+      "FOR EACH STATEMENT EXECUTE FUNCTION test_count_outbox_statement()");
+  auto statements = [&] {
+    pqxx::nontransaction tx(conn());
+    return tx.exec("SELECT count(*) FROM test_outbox_statements")[0][0].as<int>();
+  };
+  auto lc = connect();
+  wake_listener w(*lc);
+  seed(c, 500);
+  EXPECT_EQ(outbox_rows(c), 1000);
+  EXPECT_EQ(statements(), 1);
+  std::vector<proto::event> plain;
+  for (int i = 0; i < 50; ++i)
+    plain.push_back(mention(5000 + i, {{"p", target1}}, 1));
+  write(c, plain);
+  EXPECT_EQ(statements(), 1) << "a batch without a candidate mention runs no outbox statement";
+  sql("DROP TRIGGER test_outbox_statements ON operator_listener_outbox");
+  sql("DROP FUNCTION test_count_outbox_statement()");
+  sql("DROP TABLE test_outbox_statements");
+  EXPECT_EQ(before_marker(*lc, w), std::vector<std::string>{""});
+}
+
+// ---- registrations ------------------------------------------------------------------
+
+TEST_F(OutboxTest, RegistrationsListRenewAndReap) {
+  auto c = community();
+  EXPECT_EQ(db::register_listener_targets(conn(), c, listener1, {target2, target1, target1}), 2u);
+  db::register_listener_targets(conn(), c, listener2, {target1});
+  auto listed = db::list_listener_targets(conn(), c, listener1);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].target, target1);
+  EXPECT_EQ(listed[1].target, target2);
+  EXPECT_NEAR(listed[0].registered_at, wall_now(), 60);
+
+  sql("UPDATE operator_listener_pubkeys SET created_at = now() - interval '31 days' "
+      "WHERE community_id = " + std::to_string(c));
+  db::register_listener_targets(conn(), c, listener1, {target1});  // renews target1 only
+  listed = db::list_listener_targets(conn(), c, listener1);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_NEAR(listed[0].registered_at, wall_now(), 60) << "renewed";
+  EXPECT_LT(listed[1].registered_at, wall_now() - 30 * 86400);
+
+  EXPECT_EQ(db::reap_listener_registrations(conn(), std::chrono::hours(24 * 30)), 2u);
+  listed = db::list_listener_targets(conn(), c, listener1);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].target, target1);
+  EXPECT_TRUE(db::list_listener_targets(conn(), c, listener2).empty());
+  EXPECT_THROW(db::register_listener_targets(conn(), c, listener1, {std::string(64, 'A')}),
+               std::invalid_argument);
+}
+
+// ---- claims and completions -------------------------------------------------------------
+
+TEST_F(OutboxTest, ClaimReturnsWhatADeliveryNeeds) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto evs = seed(c, 1);
+  auto claimed = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  const auto& d = claimed[0];
+  EXPECT_EQ(d.listener, listener1);
+  EXPECT_EQ(d.target, target1);
+  EXPECT_EQ(d.community_id, c);
+  EXPECT_NE(d.community_host.find(".test"), std::string::npos);
+  EXPECT_EQ(d.event_raw, evs[0].raw);
+  EXPECT_EQ(d.attempts, 1);
+  EXPECT_EQ(d.delivery_id.size(), 36u);
+  EXPECT_EQ(d.claim_id.size(), 36u);
+  EXPECT_NEAR(d.created_at, wall_now(), 60);
+  EXPECT_EQ(outbox_rows(c, "state = 'sending'"), 1);
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty()) << "leased";
+}
+
+// Claimer A holds its claim transaction open; B must skip A's row, not wait
+// for it (lock_timeout turns a wait into a failure) and not take it.
+TEST_F(OutboxTest, ConcurrentClaimersNeverGetTheSameRow) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 3);
+  auto a = connect();
+  auto b = connect();
+  pqxx::nontransaction(*b).exec("SET lock_timeout = '2s'");
+  pqxx::work ta(*a);
+  auto got_a = db::claim_deliveries(ta, {listener1}, 1);
+  ASSERT_EQ(got_a.size(), 1u);
+  auto got_b = db::claim_deliveries(*b, {listener1}, 10);
+  ta.commit();
+  ASSERT_EQ(got_b.size(), 2u);
+  for (const auto& r : got_b)
+    EXPECT_NE(r.id, got_a[0].id);
+  EXPECT_EQ(outbox_rows(c, "state = 'sending'"), 3);
+}
+
+TEST_F(OutboxTest, ExpiredClaimIsReclaimedAndTheOldClaimIsFenced) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 1);
+  db::claim_settings expired;
+  expired.lease = 0s;
+  auto first = db::claim_deliveries(conn(), {listener1}, 10, expired);
+  ASSERT_EQ(first.size(), 1u);
+  auto second = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, first[0].id);
+  EXPECT_EQ(second[0].delivery_id, first[0].delivery_id) << "stable across retries";
+  EXPECT_NE(second[0].claim_id, first[0].claim_id);
+  EXPECT_EQ(second[0].attempts, 2);
+  for (auto how : {db::completion::delivered, db::completion::retry, db::completion::terminal})
+    EXPECT_EQ(db::complete_delivery(conn(), first[0], how, 0ms), db::completion_result::fenced);
+  EXPECT_EQ(outbox_rows(c, "state = 'sending' AND claim_id = '" + second[0].claim_id +
+                             "' AND attempts = 2 AND lease_until > now()"), 1)
+    << "a fenced completion changes nothing";
+  EXPECT_EQ(db::complete_delivery(conn(), second[0], db::completion::delivered, 0ms),
+            db::completion_result::done);
+  EXPECT_EQ(outbox_rows(c), 0);
+}
+
+TEST_F(OutboxTest, RetryIsNotClaimableBeforeItsTime) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 1);
+  auto first = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(db::complete_delivery(conn(), first[0], db::completion::retry, 3600s),
+            db::completion_result::done);
+  EXPECT_EQ(outbox_rows(c, "state = 'pending' AND claim_id IS NULL AND "
+                           "next_attempt_at > now() + interval '3590 seconds'"), 1);
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty());
+  EXPECT_EQ(db::complete_delivery(conn(), first[0], db::completion::delivered, 0ms),
+            db::completion_result::fenced) << "a pending row has no claim to complete";
+  sql("UPDATE operator_listener_outbox SET next_attempt_at = now() - interval '1 second' "
+      "WHERE community_id = " + std::to_string(c));
+  auto again = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempts, 2);
+}
+
+TEST_F(OutboxTest, MaxAttemptsDrops) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 1);
+  db::claim_settings s;
+  s.max_attempts = 2;
+  s.lease = 0s;
+  auto one = db::claim_deliveries(conn(), {listener1}, 10, s);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(db::complete_delivery(conn(), one[0], db::completion::retry, 0ms, s),
+            db::completion_result::done);
+  auto two = db::claim_deliveries(conn(), {listener1}, 10, s);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].attempts, 2);
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10, s).empty())
+    << "an expired claim at max_attempts is not claimed again";
+  EXPECT_EQ(db::complete_delivery(conn(), two[0], db::completion::retry, 0ms, s),
+            db::completion_result::dropped);
+  EXPECT_EQ(outbox_rows(c), 0);
+}
+
+TEST_F(OutboxTest, RowsPastTheRetentionAreNotClaimedAndAreReaped) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 2);
+  auto claimed = db::claim_deliveries(conn(), {listener1}, 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  sql("UPDATE operator_listener_outbox SET created_at = now() - interval '16 minutes' "
+      "WHERE community_id = " + std::to_string(c));
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty());
+  EXPECT_EQ(db::complete_delivery(conn(), claimed[0], db::completion::retry, 0ms),
+            db::completion_result::dropped);
+  EXPECT_EQ(outbox_rows(c), 1);
+  EXPECT_EQ(db::reap_outbox(conn(), 900s), 1u);
+  EXPECT_EQ(outbox_rows(c), 0);
+}
+
+TEST_F(OutboxTest, RowsOfOtherListenersAreNotClaimed) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target1});
+  seed(c, 2);
+  auto mine = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(mine.size(), 2u);
+  for (const auto& r : mine)
+    EXPECT_EQ(r.listener, listener1);
+  EXPECT_EQ(outbox_rows(c, "state = 'pending' AND listener_pubkey = decode('" + listener2 +
+                             "', 'hex')"), 2);
+  EXPECT_EQ(db::claim_deliveries(conn(), {listener2, listener1}, 10).size(), 2u);
+}
+
+TEST_F(OutboxTest, RowsOfDeletedEventsAreRemovedOnClaim) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto evs = seed(c, 3);
+  // NIP-09 by its author, a soft delete; and a row gone altogether (reaped).
+  EXPECT_EQ(write1(c, make_event(1, 5, 2000, {{"e", evs[0].id}})), write_outcome::stored);
+  EXPECT_FALSE(is_live(c, evs[0].id));
+  sql("DELETE FROM events WHERE community_id = " + std::to_string(c) + " AND id = decode('" +
+      evs[1].id + "', 'hex')");
+  auto claimed = db::claim_deliveries(conn(), {listener1}, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].event_raw, evs[2].raw);
+  EXPECT_EQ(outbox_rows(c), 1);
+}
+
+TEST_F(OutboxTest, OutboxStateForTheGauge) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  EXPECT_EQ(db::read_outbox_state(conn(), {listener1}).rows, 0u);
+  EXPECT_FALSE(db::read_outbox_state(conn(), {listener1}).next_due_in_seconds);
+  seed(c, 2);
+  sql("UPDATE operator_listener_outbox SET created_at = now() - interval '60 seconds' "
+      "WHERE community_id = " + std::to_string(c));
+  auto claimed = db::claim_deliveries(conn(), {listener1}, 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  auto st = db::read_outbox_state(conn(), {listener1});
+  EXPECT_EQ(st.rows, 2u);
+  EXPECT_NEAR(st.oldest_age_seconds, 60, 10);
+  ASSERT_TRUE(st.next_due_in_seconds);
+  EXPECT_LE(*st.next_due_in_seconds, 0.5);
+  EXPECT_EQ(db::read_outbox_state(conn(), {listener2}).rows, 0u);
+}
+
+}  // namespace
+}  // namespace waggle::pgtest
