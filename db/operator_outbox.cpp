@@ -40,8 +40,8 @@ WITH src AS (
     FROM src s
     JOIN operator_listener_pubkeys r ON r.community_id = s.community_id
                                     AND r.target_pubkey = s.target
-   ORDER BY r.listener_pubkey, s.target, s.community_id, s.event_id
-  ON CONFLICT (listener_pubkey, target_pubkey, community_id, event_id) DO NOTHING
+   ORDER BY s.community_id, r.listener_pubkey, s.target, s.event_id
+  ON CONFLICT (community_id, listener_pubkey, target_pubkey, event_id) DO NOTHING
   RETURNING 1
 ), added AS (SELECT count(*) AS n FROM ins)
 SELECT n, CASE WHEN n > 0 THEN pg_notify($6, '') END FROM added
@@ -69,34 +69,45 @@ SELECT encode(target_pubkey, 'hex'), floor(extract(epoch FROM created_at))::bigi
 
 constexpr const char* stmt_reap_registrations = "waggle_ol_reap_registrations";
 constexpr const char* sql_reap_registrations = R"sql(
-DELETE FROM operator_listener_pubkeys WHERE created_at < now() - $1::bigint * interval '1 second'
+DELETE FROM operator_listener_pubkeys r USING communities co
+ WHERE r.community_id = co.id AND r.created_at < now() - $1::bigint * interval '1 second'
 )sql";
 
-// The claim, in one statement: lock up to $2 due rows of these listeners
-// (SKIP LOCKED: rows another supervisor is claiming right now are left to it,
-// nobody waits), delete those whose event is no longer live, and claim the
-// rest. A sending row is due again when its lease (next_attempt_at) ran out;
-// its new claim_id fences the old claimant out. `gone` and `claimed` split
-// `c` by one predicate, so no row is in both; `gone` runs although nothing
-// reads it (a data-modifying WITH always runs to completion).
+// The claim, in one statement: for each (community, listener), lock up to $2
+// due rows, oldest due first (SKIP LOCKED: rows another supervisor is
+// claiming right now are left to it, nobody waits); keep the $2 oldest of
+// those; delete the ones whose event is no longer live and claim the rest.
+// Locked rows that are not kept stay locked until this transaction ends
+// (milliseconds), and a concurrent claimer skips them meanwhile. A sending
+// row is due again when its lease (next_attempt_at) ran out; its new claim_id
+// fences the old claimant out. `gone` and `claimed` split `c` by one
+// predicate, so no row is in both; `gone` runs although nothing reads it (a
+// data-modifying WITH always runs to completion).
 constexpr const char* stmt_claim = "waggle_ol_claim";
 constexpr const char* sql_claim = R"sql(
 WITH c AS (
-  SELECT o.id, o.community_id, o.event_id FROM operator_listener_outbox o
-   WHERE o.listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($1::text[]) AS x)
-     AND o.next_attempt_at <= now() AND o.attempts < $3
-     AND o.created_at > now() - $4::bigint * interval '1 second'
-   ORDER BY o.next_attempt_at, o.id
+  SELECT d.community_id, d.id, d.event_id
+    FROM communities co
+   CROSS JOIN (SELECT DISTINCT decode(x, 'hex') AS listener FROM unnest($1::text[]) AS x) AS l
+   CROSS JOIN LATERAL (
+         SELECT o.community_id, o.id, o.event_id, o.next_attempt_at
+           FROM operator_listener_outbox o
+          WHERE o.community_id = co.id AND o.listener_pubkey = l.listener
+            AND o.next_attempt_at <= now() AND o.attempts < $3
+            AND o.created_at > now() - $4::bigint * interval '1 second'
+          ORDER BY o.next_attempt_at, o.id
+          LIMIT $2
+            FOR UPDATE SKIP LOCKED) AS d
+   ORDER BY d.next_attempt_at, d.id
    LIMIT $2
-     FOR UPDATE SKIP LOCKED
 ), live AS (
-  SELECT c.id, EXISTS (SELECT 1 FROM events e
+  SELECT c.community_id, c.id, EXISTS (SELECT 1 FROM events e
                         WHERE e.community_id = c.community_id AND e.id = c.event_id
                           AND e.deleted_at IS NULL) AS live
     FROM c
 ), gone AS (
   DELETE FROM operator_listener_outbox o USING live l
-   WHERE o.id = l.id AND NOT l.live
+   WHERE o.community_id = l.community_id AND o.id = l.id AND NOT l.live
   RETURNING 1
 ), claimed AS (
   UPDATE operator_listener_outbox o
@@ -104,7 +115,7 @@ WITH c AS (
          lease_until = now() + $5::bigint * interval '1 second',
          next_attempt_at = now() + $5::bigint * interval '1 second'
     FROM live l
-   WHERE o.id = l.id AND l.live
+   WHERE o.community_id = l.community_id AND o.id = l.id AND l.live
   RETURNING o.id, o.delivery_id, o.claim_id, o.listener_pubkey, o.target_pubkey, o.community_id,
             o.event_id, o.attempts, o.created_at
 )
@@ -121,24 +132,25 @@ SELECT cl.id, cl.delivery_id::text, cl.claim_id::text, encode(cl.listener_pubkey
 constexpr const char* stmt_delete = "waggle_ol_delete";
 constexpr const char* sql_delete = R"sql(
 DELETE FROM operator_listener_outbox
- WHERE id = $1 AND claim_id = $2::uuid AND state = 'sending'
+ WHERE community_id = $1 AND id = $2 AND claim_id = $3::uuid AND state = 'sending'
 )sql";
 
 constexpr const char* stmt_retry = "waggle_ol_retry";
 constexpr const char* sql_retry = R"sql(
 UPDATE operator_listener_outbox
    SET state = 'pending', claim_id = NULL, lease_until = NULL,
-       next_attempt_at = now() + $3::bigint * interval '1 millisecond'
- WHERE id = $1 AND claim_id = $2::uuid AND state = 'sending'
-   AND attempts < $4 AND created_at > now() - $5::bigint * interval '1 second'
+       next_attempt_at = now() + $4::bigint * interval '1 millisecond'
+ WHERE community_id = $1 AND id = $2 AND claim_id = $3::uuid AND state = 'sending'
+   AND attempts < $5 AND created_at > now() - $6::bigint * interval '1 second'
 )sql";
 
 constexpr const char* stmt_reap_outbox = "waggle_ol_reap_outbox";
 constexpr const char* sql_reap_outbox = R"sql(
-DELETE FROM operator_listener_outbox WHERE created_at < now() - $1::bigint * interval '1 second'
+DELETE FROM operator_listener_outbox o USING communities co
+ WHERE o.community_id = co.id AND o.created_at < now() - $1::bigint * interval '1 second'
 )sql";
 
-// Read through the unique index, which leads with listener_pubkey.
+// A scan of the outbox, which the retention keeps to 15 minutes of mentions.
 constexpr const char* stmt_state = "waggle_ol_state";
 constexpr const char* sql_state = R"sql(
 SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
@@ -295,7 +307,7 @@ completion_result complete_delivery(pqxx::connection& conn, const claimed_delive
   pqxx::work tx(conn);
   completion_result result = completion_result::fenced;
   if (how == completion::retry) {
-    auto r = tx.exec_prepared(stmt_retry, row.id, row.claim_id,
+    auto r = tx.exec_prepared(stmt_retry, row.community_id, row.id, row.claim_id,
                               static_cast<int64_t>(retry_after.count()), settings.max_attempts,
                               seconds_of(settings.retention));
     if (r.affected_rows() > 0)
@@ -305,7 +317,7 @@ completion_result complete_delivery(pqxx::connection& conn, const claimed_delive
     // Delivered or refused for good, or a retry that may not happen (it
     // would never be claimed again): the row goes, if this claim still holds
     // it.
-    auto r = tx.exec_prepared(stmt_delete, row.id, row.claim_id);
+    auto r = tx.exec_prepared(stmt_delete, row.community_id, row.id, row.claim_id);
     if (r.affected_rows() > 0)
       result = how == completion::retry ? completion_result::dropped : completion_result::done;
   }

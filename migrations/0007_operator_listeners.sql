@@ -16,8 +16,9 @@ CREATE TABLE operator_listener_pubkeys (
 -- GET lists one listener's registrations in one community.
 CREATE INDEX operator_listener_pubkeys_by_listener
   ON operator_listener_pubkeys (community_id, listener_pubkey);
--- The daily reaper: oldest first.
-CREATE INDEX operator_listener_pubkeys_age ON operator_listener_pubkeys (created_at);
+-- The daily reaper, one community at a time (every index of a tenant table
+-- leads with community_id, tests/db/migrate_test.cpp).
+CREATE INDEX operator_listener_pubkeys_age ON operator_listener_pubkeys (community_id, created_at);
 
 -- One row per (listener, target, community, event), written in the event's
 -- transaction, so it commits or rolls back with the event, and a duplicate
@@ -28,7 +29,7 @@ CREATE INDEX operator_listener_pubkeys_age ON operator_listener_pubkeys (created
 -- claim that expired and was taken by another supervisor cannot be completed
 -- by the first.
 CREATE TABLE operator_listener_outbox (
-  id               bigserial   PRIMARY KEY,
+  id               bigserial   NOT NULL,
   delivery_id      uuid        NOT NULL DEFAULT gen_random_uuid(),
   community_id     bigint      NOT NULL REFERENCES communities (id),
   listener_pubkey  bytea       NOT NULL,
@@ -44,13 +45,15 @@ CREATE TABLE operator_listener_outbox (
   created_at       timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT operator_listener_outbox_state CHECK (state IN ('pending', 'sending')),
   CONSTRAINT operator_listener_outbox_claimed CHECK ((state = 'sending') = (claim_id IS NOT NULL)),
-  UNIQUE (listener_pubkey, target_pubkey, community_id, event_id)
+  PRIMARY KEY (community_id, id),
+  UNIQUE (community_id, listener_pubkey, target_pubkey, event_id)
 );
--- Claims: rows that are due, oldest due first, pending or sending alike. A
--- claim sets next_attempt_at to its lease_until, so a sending row whose lease
--- ran out is due by the same predicate as a pending row, and one ordered scan
--- of this index with LIMIT serves both (two partial indexes would need an OR
--- and a sort of every due row).
-CREATE INDEX operator_listener_outbox_due ON operator_listener_outbox (next_attempt_at, id);
+-- Claims: one probe per (community, listener), rows that are due, oldest due
+-- first, pending or sending alike. A claim sets next_attempt_at to its
+-- lease_until, so a sending row whose lease ran out is due by the same
+-- predicate as a pending row, and one ordered scan of this index serves both
+-- (partial indexes per state would need an OR and a sort of every due row).
+CREATE INDEX operator_listener_outbox_due
+  ON operator_listener_outbox (community_id, listener_pubkey, next_attempt_at, id);
 -- The 15-minute reaper.
-CREATE INDEX operator_listener_outbox_age ON operator_listener_outbox (created_at);
+CREATE INDEX operator_listener_outbox_age ON operator_listener_outbox (community_id, created_at);
