@@ -261,6 +261,8 @@ void exchange::finish(http_result r) {
 class beast_http_client final : public http_client {
  public:
   explicit beast_http_client(http_client_options options) : core_(std::make_shared<core>()) {
+    core_->ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
     core_->ctx.set_default_verify_paths();
     core_->ctx.set_verify_mode(ssl::verify_peer);
     if (!options.extra_ca_pem.empty())

@@ -32,6 +32,12 @@ struct http_result {
   uint16_t status = 0;  // 0: no HTTP answer (see error)
   std::string error;    // why there was no answer: "timeout", "connect: ...", "tls: ...", "bad url: ..."
   std::string location; // the Location header of a 3xx (reported, never followed)
+  // Also "resolve: ...", "write: ...", "read: ..." (before a status line;
+  // after one, the status stands whatever happens to the body), "bad header"
+  // (a name that is no token, a CR/LF/NUL in a value, or one of Host,
+  // Content-Length, Transfer-Encoding, Connection, User-Agent, Content-Type,
+  // which the client sets itself) and "stopped". The peer's text reaches
+  // only `location` (at most the 16 KiB header cap): escape it before a log.
 };
 
 class http_client {

@@ -13,6 +13,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <openssl/pem.h>
@@ -42,7 +43,7 @@ struct seen_request {
 };
 
 // Answers by target: /hang never answers, /status/N answers N (a 3xx points
-// back at /ok), /big sends 1 MiB, /bigheader a 64 KiB header (16 fields), anything else 200.
+// back at /ok), /big sends 1 MiB, /endless a body that never ends, /bigheader a 64 KiB header (16 fields), anything else 200.
 class test_server {
  public:
   explicit test_server(ssl::context* tls = nullptr) : tls_(tls) {
@@ -99,6 +100,14 @@ class test_server {
       }
       srv.cv_.notify_all();
       std::string target(req.target());
+      if (target == "/endless") {
+        auto head = std::make_shared<std::string>("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        net::async_write(stream, net::buffer(*head), [self = this->shared_from_this(), head](beast::error_code ec, std::size_t) {
+          if (!ec)
+            self->stream_forever();
+        });
+        return;
+      }
       if (target == "/hang") {
         srv.held_.push_back(this->shared_from_this());  // io thread only
         return;
@@ -123,6 +132,14 @@ class test_server {
       http::async_write(stream, res, [self = this->shared_from_this()](beast::error_code, std::size_t) {
         beast::error_code ignored;
         beast::get_lowest_layer(self->stream).shutdown(tcp::socket::shutdown_send, ignored);
+      });
+    }
+    // A body without end (no length, until close): only the client's cap ends it.
+    void stream_forever() {
+      res.body() = std::string(16 * 1024, 'x');
+      net::async_write(stream, net::buffer(res.body()), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+        if (!ec)
+          self->stream_forever();
       });
     }
   };
@@ -282,6 +299,15 @@ TEST(HttpClient, LargeBodyIsCutButTheStatusStands) {
   ASSERT_TRUE(out);
   EXPECT_EQ(out->result.status, 200);
   EXPECT_EQ(out->result.error, "");
+}
+
+TEST(HttpClient, EndlessBodyIsCutAtTheCap) {
+  test_server srv;
+  auto client = make_http_client();
+  auto out = post_and_wait(*client, post_to(srv.url("/endless"), 3000ms));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->result.status, 200);
+  EXPECT_EQ(out->result.error, "");  // not "timeout": reading stopped at the cap
 }
 
 TEST(HttpClient, LargeHeaderIsRefused) {
