@@ -217,8 +217,8 @@ void trace_reply_in(const node_env& env, const caf::strong_actor_ptr& from, cons
 }
 
 // A response handler that records the moment its reply is taken (reply_in,
-// above), then runs `fn(reply)`, in one trace_section. State methods take session replies only
-// through this, so they carry no trace calls of their own.
+// above), then runs `fn(reply)`, in one trace_section. State methods take
+// session replies only through this, so they carry no trace calls of their own.
 template <class Reply, class Self, class Fn>
 auto traced_reply(Self* self, const node_env& env, Fn fn) {
   return [self, env = &env, fn = std::move(fn)](Reply& reply) mutable {
