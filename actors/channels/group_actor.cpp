@@ -290,6 +290,7 @@ group_actor::behavior_type group_actor_impl(group_ptr self,
     // -- reaper -----------------------------------------------------------------
     [self](channels_archived& msg) {
       // From the TTL reaper's database session: an input of the node.
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", msg);
       self->state.on_archived(msg);
     },

@@ -98,12 +98,14 @@ roster_actor::behavior_type roster_actor_impl(roster_ptr self, int64_t community
   return {
     // -- changes ----------------------------------------------------------------
     [self](roster_dirty msg) {
+      trace_section section{self->state.env, msg.retry};
       if (msg.retry)
         trace_node_message(self->state.env, "timer", msg);
       self->state.on_dirty(msg.retry);
     },
     // -- idle stop --------------------------------------------------------------
     [self](roster_idle_tick msg) {
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "timer", msg);
       self->state.on_idle_tick(msg.generation);
     },

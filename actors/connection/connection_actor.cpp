@@ -529,7 +529,9 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   });
   st.start();
   return {
+    // Each recorded input is a trace_section: what it makes follows it in the trace.
     [self](const socket_frame& frame) {
+      trace_section section{self->state.env.trace, self->state.traced};
       self->state.trace_input("frame_in", &frame.text);
       self->state.on_frame(frame.text);
       self->state.sink->frame_handled();  // the session's frame credit
@@ -538,10 +540,12 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     [self](const socket_drained& room) { self->state.on_drained(room); },
     [self](history_stall_check) { self->state.on_stall_check(); },
     [self](drain_request) {
+      trace_section section{self->state.env.trace, self->state.traced};
       self->state.trace_input("drain");
       self->state.on_drain();
     },
     [self](socket_closed) {
+      trace_section section{self->state.env.trace, self->state.traced};
       self->state.trace_input("closed");
       self->state.on_socket_closed();
     },

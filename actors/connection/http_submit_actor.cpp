@@ -117,6 +117,7 @@ http_submit_actor::behavior_type http_submit_actor_impl(http_submit_ptr self,
     // -- requests ---------------------------------------------------------------
     [self](http_request_in& req) {
       auto& ctx = self->state.ctx;
+      trace_section section{ctx.env};  // http_in and what ingest is sent after it
       if (auto in = self->state.authorize(req))
         self->state.on_event(trace_http_in(ctx.env, std::move(*in), ctx.settings.community_id, ctx.done));
     },

@@ -182,6 +182,7 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
     // Recorded as taken, in ingest's own order of events and replies: batches
     // depend on it, so a replay hands ingest its requests in this order.
     [self](ingest_request& req) -> caf::typed_response_promise<ingest_reply> {
+      trace_section section{self->state.env};  // its readings and batch follow it
       trace_ingest_in(self->state.env, self->current_sender(), req);
       return self->state.on_request(req);
     },
@@ -190,6 +191,7 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
     },
     // -- timers -----------------------------------------------------------------
     [self](ingest_tick tick) {
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "timer", tick);
       self->state.on_tick();
     },

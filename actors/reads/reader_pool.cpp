@@ -183,14 +183,17 @@ reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
   return {
     // -- reads ------------------------------------------------------------------
     [self](history_request& req) {
+      trace_section section{self->state.env};
       trace_reader_in(self->state.env, self->current_sender(), req);
       return self->state.take<history_reply>(std::move(req));
     },
     [self](count_request& req) {
+      trace_section section{self->state.env};
       trace_reader_in(self->state.env, self->current_sender(), req);
       return self->state.take<count_reply>(std::move(req));
     },
     [self](access_request& req) {
+      trace_section section{self->state.env};
       trace_reader_in(self->state.env, self->current_sender(), req);
       return self->state.take<access_reply>(std::move(req));
     },
@@ -203,6 +206,7 @@ reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
       // Recorded: when the pool learns a session is free decides which read
       // it deals next, so a replay feeds it at this point (docs/traces.md).
       auto& env = self->state.env;
+      trace_section section{env};
       if (env.trace && env.trace->node_level())
         env.trace->record(env.actor, "reader_idle",
                           trace_fields{}.str("type", std::to_string(msg.index)));

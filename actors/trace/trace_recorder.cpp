@@ -163,6 +163,15 @@ steady_time trace_recorder::steady_now(const std::string& actor,
   return v;
 }
 
+bool trace_recorder::hold() {
+  if (!active_)
+    return false;
+  mtx_.lock();
+  return true;
+}
+
+void trace_recorder::release() { mtx_.unlock(); }
+
 void trace_recorder::spawned(const std::string& actor, const caf::actor& handle) {
   std::lock_guard guard{names_mtx_};
   names_[handle.address()] = actor;

@@ -67,9 +67,43 @@ class trace_port {
   // the handles of actors it did not spawn itself (roster actors).
   virtual void spawned(const std::string& actor, const caf::actor& handle) = 0;
   virtual std::string name_of(const caf::actor_addr& who) const = 0;
+
+  // A handler that recorded an input holds the recorder until it returns
+  // (trace_section, below), so what it made follows its input in the file
+  // with no other actor's record between. True if it is held (release it).
+  // A replay records nothing and holds nothing.
+  virtual bool hold() { return false; }
+  virtual void release() {}
 };
 
 using trace_port_ptr = std::shared_ptr<trace_port>;
+
+// An input's record and what the handler that took it does, made as one
+// stretch of the file. Actors run on several threads: without this, another
+// actor's input could be recorded between a connection's reply_in and the
+// frames it sent for that reply (the reader pool's reader_idle, which the
+// reader session sends with the reply), and a strict replay, which expects
+// each frame while replaying the last input before it, called the frames too
+// early. Other threads' records wait for the section (each waits before the
+// thing it records, so the file keeps the order in which things happened).
+// Open it before recording the input, for the handler's whole scope.
+class trace_section {
+ public:
+  trace_section(const trace_port_ptr& trace, bool active)
+    : trace_(active && trace && trace->hold() ? trace.get() : nullptr) {}
+  // For a node-level input (recorded only in a full trace), if `when`.
+  explicit trace_section(const node_env& env, bool when = true)
+    : trace_section(env.trace, when && env.trace && env.trace->node_level()) {}
+  ~trace_section() {
+    if (trace_)
+      trace_->release();
+  }
+  trace_section(const trace_section&) = delete;
+  trace_section& operator=(const trace_section&) = delete;
+
+ private:
+  trace_port* trace_;
+};
 
 // Records to a file. Nothing is written until start(): the node's start-up
 // checks run before, so a trace begins with a node that serves.
@@ -96,6 +130,8 @@ class trace_recorder : public trace_port {
               const trace_fields& fields) override;
   void spawned(const std::string& actor, const caf::actor& handle) override;
   std::string name_of(const caf::actor_addr& who) const override;
+  bool hold() override;
+  void release() override;
 
  private:
   bool wants(const std::string& actor) const;
@@ -103,7 +139,8 @@ class trace_recorder : public trace_port {
   std::FILE* file_ = nullptr;
   uint64_t sample_ = 0;
   std::atomic<bool> active_{false};
-  std::mutex mtx_;
+  // Recursive: a section's own records take it again on the same thread.
+  std::recursive_mutex mtx_;
   uint64_t seq_ = 0;
   std::chrono::steady_clock::time_point last_flush_{};
   mutable std::mutex names_mtx_;
@@ -180,11 +217,12 @@ void trace_reply_in(const node_env& env, const caf::strong_actor_ptr& from, cons
 }
 
 // A response handler that records the moment its reply is taken (reply_in,
-// above), then runs `fn(reply)`. State methods take session replies only
-// through this, so they carry no trace calls of their own.
+// above), then runs `fn(reply)`, in one trace_section. State methods take
+// session replies only through this, so they carry no trace calls of their own.
 template <class Reply, class Self, class Fn>
 auto traced_reply(Self* self, const node_env& env, Fn fn) {
   return [self, env = &env, fn = std::move(fn)](Reply& reply) mutable {
+    trace_section section{*env};
     trace_reply_in(*env, self->current_sender(), reply);
     fn(reply);
   };
