@@ -95,7 +95,11 @@ void http_session::run() {
 void http_session::do_read() {
   parser_.emplace();
   parser_->header_limit(header_limit);
-  parser_->body_limit(st_->limits.max_frame_bytes);
+  // The parser checks a Content-Length against this at the end of the
+  // header, before the path is known: the largest any path takes. on_header
+  // then holds every other path to a frame's size.
+  body_limit_ = std::max<size_t>(st_->limits.max_frame_bytes, listener_body_limit);
+  parser_->body_limit(body_limit_);
   req_ = {};
   stream_.expires_after(admission_ == admission::open ? request_timeout : restricted_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
@@ -114,8 +118,7 @@ bool http_session::handle_read_error(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     send(make(http::status::payload_too_large, app_json,
               event_json({}, false,
-                         "invalid: body larger than "
-                           + std::to_string(st_->limits.max_frame_bytes) + " bytes")),
+                         "invalid: body larger than " + std::to_string(body_limit_) + " bytes")),
          true);
     return true;
   }
@@ -143,6 +146,15 @@ void http_session::on_header(beast::error_code ec, std::size_t) {
   if (parser_->is_done())
     return handle();
   auto& h = parser_->get();
+  // A registration of 1,000 keys is about 67 KB of JSON: more than a frame.
+  // Every other body is held to a frame; beyond the limit the answer is 413,
+  // never a half-read body.
+  if (auto t = h.target(); t.substr(0, t.find('?')) != "/operator/listener/pubkeys") {
+    body_limit_ = st_->limits.max_frame_bytes;
+    parser_->body_limit(body_limit_);
+    if (auto length = parser_->content_length(); length && *length > body_limit_)
+      return handle_read_error(http::error::body_limit), void();
+  }
   if (icontains(h[http::field::expect], "100-continue")) {
     static const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
     net::async_write(stream_, net::buffer(cont),
@@ -213,6 +225,11 @@ void http_session::handle() {
     if (req_.method() != http::verb::post)
       return send(method_not_allowed(path, "POST, OPTIONS"));
     return handle_post_events(*community, host_header);
+  }
+  if (path == "/operator/listener/pubkeys") {
+    if (req_.method() != http::verb::post && req_.method() != http::verb::get)
+      return send(method_not_allowed(path, "GET, POST"));
+    return handle_listener_registration(*community, host_header);
   }
   return send(make(http::status::not_found, text_plain, "not found: " + std::string(path) + "\n"),
               upgrade);
@@ -444,6 +461,41 @@ void http_session::handle_manage(const community& c, const std::string& host) {
     log::warn(st_->api, "manage threw", e.what());
     on_rpc_reply({503, R"({"result":null,"error":"error: internal error"})"});
   }
+}
+
+void http_session::handle_listener_registration(const community& c, const std::string& host) {
+  static const std::string timed_out = R"({"error":"error: timed out waiting for the relay"})";
+  if (!st_->api.listener_registration)
+    return send(make(http::status::not_found, app_json, R"({"error":"not found"})"));
+  const uint64_t seq = await_reply([](http_session& s) { s.on_json_reply({503, timed_out}); });
+  std::weak_ptr<http_session> weak = weak_from_this();
+  auto gate = st_->gate;
+  auto done = [weak, gate, seq](http_rpc_reply reply) {
+    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
+      if (s.awaiting_reply_ && s.submit_seq_ == seq)
+        s.on_json_reply(std::move(r));
+    });
+  };
+  try {
+    st_->api.listener_registration(
+      c,
+      {std::string{req_[http::field::authorization]}, host, std::string{req_.target()},
+       std::move(req_.body()), remote_ip_, std::string{req_.method_string()}},
+      std::move(done));
+  } catch (const std::exception& e) {
+    log::warn(st_->api, "listener_registration threw", e.what());
+    on_json_reply({503, R"({"error":"error: internal error"})"});
+  }
+}
+
+void http_session::on_json_reply(http_rpc_reply reply) {
+  awaiting_reply_ = false;
+  submit_timer_.cancel();
+  auto status = static_cast<http::status>(reply.http_status);
+  auto res = make(status, app_json, std::move(reply.body));
+  if (status == http::status::unauthorized)
+    res.set(http::field::www_authenticate, "Nostr");
+  send(std::move(res));
 }
 
 void http_session::on_rpc_reply(http_rpc_reply reply) {

@@ -77,6 +77,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void handle_post_events(const community& c, const std::string& host);
   void on_event_reply(http_event_reply reply);
   void handle_manage(const community& c, const std::string& host);
+  static constexpr size_t listener_body_limit = 128u << 10;
+  size_t body_limit_ = 0;
+  void handle_listener_registration(const community& c, const std::string& host);
+  void on_json_reply(http_rpc_reply reply);
   void on_rpc_reply(http_rpc_reply reply);
   // Arms the reply timeout of a request the node answers; `on_timeout` runs
   // on the session's strand if no reply came first. Returns the request's number.

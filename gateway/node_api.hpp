@@ -39,6 +39,7 @@ struct http_event_request {
   std::string target;         // path and query
   std::string body;
   std::string remote_ip;      // the client's address ("" if unknown; IPv4-mapped shown as IPv4)
+  std::string method = "POST";
 };
 
 // The answer to a NIP-86 call: a JSON-RPC body (application/nostr+json+rpc).
@@ -113,6 +114,13 @@ struct node_api {
   std::function<void(const community&, http_event_request request,
                      std::function<void(http_rpc_reply)> done)>
     manage;
+  // POST/GET /operator/listener/pubkeys (docs/delivery.md): NIP-98 by a
+  // configured listener key, verified off the io threads; `done` gets a JSON
+  // body (http_rpc_reply's status and body, served as application/json),
+  // exactly once, from any thread. Null: 404.
+  std::function<void(const community&, http_event_request request,
+                     std::function<void(http_rpc_reply)> done)>
+    listener_registration;
   // NIP-11 document for a community (JSON text).
   std::function<std::string(const community&)> relay_info;
   // /readyz: database answers and migrations are current.

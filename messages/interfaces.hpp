@@ -109,6 +109,26 @@ using write_policy_actor
 using community_directory_actor
   = caf::typed_actor<caf::reacts_to<refresh_tick>, caf::reacts_to<access_poke>>;
 
+// -- delivery (docs/delivery.md) ------------------------------------------------
+
+// The queue's store (detached, own connection): claims and fenced completions.
+using delivery_store_actor
+  = caf::typed_actor<caf::replies_to<delivery_claim_request>::with<delivery_claim_reply>,
+                     caf::replies_to<delivery_complete_request>::with<delivery_complete_reply>>;
+// The delivery supervisor: at most N slots in flight, woken on commit.
+using delivery_supervisor_actor
+  = caf::typed_actor<caf::reacts_to<delivery_wake>, caf::reacts_to<listener_health>,
+                     caf::reacts_to<delivery_done>, caf::reacts_to<delivery_tick>>;
+// A delivery slot: one HTTP POST at a time.
+using delivery_slot_actor
+  = caf::typed_actor<caf::reacts_to<delivery_attempt>, caf::reacts_to<delivery_response_in>>;
+// The listen actor (detached, its own LISTEN connection and a probe connection).
+using listen_actor = caf::typed_actor<caf::reacts_to<listen_tick>>;
+// The listener registry (detached, own connection): registrations and reapers.
+using listener_registry_actor
+  = caf::typed_actor<caf::replies_to<listener_registration_request>::with<listener_registration_reply>,
+                     caf::reacts_to<listener_reap_tick>>;
+
 // Node supervisor: spawns, monitors and restarts the node's core actors.
 using node_supervisor_actor = caf::typed_actor<caf::reacts_to<restart_child>>;
 

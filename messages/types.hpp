@@ -19,6 +19,7 @@
 #include "messages/proto/filter.hpp"
 #include "messages/proto/status.hpp"
 #include "messages/proto/write_policy.hpp"
+#include "messages/delivery.hpp"
 #include "messages/values.hpp"
 
 namespace waggle {
@@ -845,4 +846,20 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::reader_attach))
   CAF_ADD_TYPE_ID(waggle, (waggle::reader_idle))
   CAF_ADD_TYPE_ID(waggle, (waggle::history_stall_check))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_job))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_response))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_claim_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_claim_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_attempt))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_response_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_done))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_wake))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_health))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listen_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_registration_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_registration_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_reap_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gateway/http_client.hpp"
 #include "gateway/metrics_access.hpp"
 
 namespace waggle {
@@ -307,6 +308,25 @@ const std::vector<option>& options() {
       "(docs/management.md)",
       ""},
      set_pubkeys},
+    {{"--operator-listeners", "WAGGLE_OPERATOR_LISTENERS",
+      "comma-separated <listener hex pubkey>=<http(s) url>: where mentions of their registered "
+      "agents are delivered (docs/delivery.md); unset: none are sent",
+      ""},
+     text(&node_config::operator_listeners_text)},
+    {{"--delivery-slots", "WAGGLE_DELIVERY_SLOTS", "listener deliveries in flight at most", "10"},
+     number(&node_config::delivery_slots)},
+    {{"--delivery-timeout-ms", "WAGGLE_DELIVERY_TIMEOUT_MS",
+      "how long one delivery POST may take, connect to answer", "5000"},
+     number(&node_config::delivery_timeout_ms)},
+    {{"--listen-database-url", "WAGGLE_LISTEN_DATABASE_URL",
+      "the LISTEN connection of the delivery wake-ups (default: --database-url)", ""},
+     text(&node_config::listen_database_url)},
+    {{"--listener-probe-ms", "WAGGLE_LISTENER_PROBE_MS",
+      "how often the LISTEN connection is probed with a NOTIFY of its own", "2000"},
+     number(&node_config::listener_probe_ms)},
+    {{"--listener-probe-timeout-ms", "WAGGLE_LISTENER_PROBE_TIMEOUT_MS",
+      "a probe not back by then declares the listener down (deliveries poll)", "1000"},
+     number(&node_config::listener_probe_timeout_ms)},
     {{"--metrics-allow", "WAGGLE_METRICS_ALLOW",
       "who may read /metrics: loopback, any, or a comma-separated list of IP addresses "
       "(others get 403)",
@@ -396,11 +416,55 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
       || cfg.write_policy_timeout_ms > 600'000)
     return {ec::invalid, "write-policy-queue must be at least 1 and write-policy-timeout-ms "
                          "within 1..600000"};
+  if (auto st = parse_operator_listeners(cfg.operator_listeners_text, cfg.operator_listeners); !st.ok())
+    return st;
+  if (cfg.delivery_slots == 0 || cfg.delivery_slots > 1000)
+    return {ec::invalid, "delivery-slots must be within 1..1000"};
+  if (cfg.delivery_timeout_ms <= 0 || cfg.delivery_timeout_ms > 60'000)
+    return {ec::invalid, "delivery-timeout-ms must be within 1..60000"};
+  if (cfg.listener_probe_ms <= 0 || cfg.listener_probe_timeout_ms <= 0)
+    return {ec::invalid, "listener-probe-ms and listener-probe-timeout-ms must be at least 1"};
   if (!cfg.write_policy.empty()) {
     struct stat sb {};
     if (::stat(cfg.write_policy.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)
         || ::access(cfg.write_policy.c_str(), X_OK) != 0)
       return {ec::invalid, "write-policy is not an executable file: " + cfg.write_policy};
+  }
+  return {};
+}
+
+status parse_operator_listeners(std::string_view text, std::map<std::string, std::string>& out) {
+  out.clear();
+  size_t position = 0;
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
+      v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t'))
+      v.remove_suffix(1);
+    return v;
+  };
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    auto entry = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    ++position;
+    if (entry.empty())
+      continue;
+    auto bad = [&](const std::string& why) {
+      return status{ec::invalid, "bad --operator-listeners entry " + std::to_string(position)
+                                   + " \"" + std::string(entry) + "\": " + why};
+    };
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos)
+      return bad("expected <listener hex pubkey>=<url>");
+    auto key = trim(entry.substr(0, eq));
+    auto url = trim(entry.substr(eq + 1));
+    if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+      return bad("the key is not 64 lowercase hex characters");
+    if (!gateway::parse_http_url(url))
+      return bad("the URL is not an http:// or https:// URL with a host");
+    if (!out.emplace(std::string(key), std::string(url)).second)
+      return bad("this listener key is listed twice");
   }
   return {};
 }

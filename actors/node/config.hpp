@@ -5,6 +5,8 @@
 // docs/operations.md explains them.
 
 #include <cstdint>
+#include <map>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,15 @@ struct node_config {
   std::string write_policy_fail = "closed";  // or "open"
   // Keys (hex) that may manage every community over NIP-86.
   std::vector<std::string> operator_pubkeys;
+  // Operator listeners (docs/delivery.md): listener key (64 hex) -> URL,
+  // from "<key>=<url>,..."; empty: outbox rows are written and reaped, never sent.
+  std::string operator_listeners_text;
+  std::map<std::string, std::string> operator_listeners;
+  uint32_t delivery_slots = 10;            // requests in flight at most
+  int64_t delivery_timeout_ms = 5000;      // one POST, start to answer
+  std::string listen_database_url;         // the LISTEN connection; default database_url
+  int64_t listener_probe_ms = 2000;        // liveness probe interval
+  int64_t listener_probe_timeout_ms = 1000;  // a probe not back by then: listener down
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };
@@ -114,5 +125,10 @@ const std::vector<option_doc>& serve_options();
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
 
 std::string serve_usage();
+
+// --operator-listeners: "<64 hex key>=<http(s) url>,...", spaces around
+// entries ignored. The error names the bad entry (its position and text) and
+// what is wrong with it; a key listed twice is an error too.
+status parse_operator_listeners(std::string_view text, std::map<std::string, std::string>& out);
 
 }  // namespace waggle

@@ -15,6 +15,7 @@
 
 #include "actors/connection/admission.hpp"
 #include "actors/communities/management_actor.hpp"
+#include "actors/delivery/listener_registry.hpp"
 #include "actors/support/trim_policy.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/support/log.hpp"
@@ -153,6 +154,10 @@ gateway::node_api node::api() {
   api.manage = [this](const community& c, gateway::http_event_request request,
                       std::function<void(gateway::http_rpc_reply)> done) {
     manage(c, std::move(request), std::move(done));
+  };
+  api.listener_registration = [this](const community& c, gateway::http_event_request request,
+                                     std::function<void(gateway::http_rpc_reply)> done) {
+    listener_registration(c, std::move(request), std::move(done));
   };
   api.relay_info = [this](const community& c) { return relay_info_json(c); };
   api.ready = [this] { return ready() && !draining_; };
@@ -349,6 +354,34 @@ void node::manage(const community& c, gateway::http_event_request request,
           done({503, rpc_error_body(
                        "unavailable: no answer in time; the call may still be applied, list to check")});
         });
+  });
+}
+
+void node::listener_registration(const community& c, gateway::http_event_request request,
+                                 std::function<void(gateway::http_rpc_reply)> done) {
+  // Like manage: NIP-98 on a scheduler thread, then the registry's session.
+  auto env = env_.for_actor("listener-" + std::to_string(++http_requests_));
+  system_->spawn([board = board_, cid = c.id, window = cfg_.auth_window, env,
+                  listeners = &cfg_.operator_listeners, req = std::move(request),
+                  done = std::move(done)](caf::event_based_actor* self) mutable {
+    const bool list = req.method == "GET";
+    // A POST's token must bind its body (payload tag); a GET has none.
+    auto auth = proto::verify_nip98(req.authorization, list ? "GET" : "POST", req.host,
+                                    req.target, req.body, env.sources.unix_now(), window, !list);
+    if (!auth.ok)
+      return done({401, json_error_body(auth.err.message())});
+    if (!listeners->count(auth.pubkey))
+      return done({403, json_error_body("restricted: " + auth.pubkey
+                                        + " is not a configured operator listener")});
+    auto registry = board->get()->listeners;
+    if (!registry)
+      return done({503, json_error_body("unavailable: the registry is restarting")});
+    self->request(registry, std::chrono::seconds(10),
+                  listener_registration_request{cid, auth.pubkey, list, std::move(req.body)})
+      .then([done](listener_registration_reply& r) { done({r.http_status, std::move(r.body)}); },
+            [done](caf::error&) {
+              done({503, json_error_body("unavailable: no answer in time; list to check")});
+            });
   });
 }
 

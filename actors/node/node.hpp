@@ -54,6 +54,8 @@ class node {
                     std::function<void(gateway::http_event_reply)> done);
   connection_actor open_connection(const community& c, const std::string& host,
                                    const std::string& remote_ip, socket_sink_ptr sink);
+  void listener_registration(const community& c, gateway::http_event_request request,
+                             std::function<void(gateway::http_rpc_reply)> done);
   void manage(const community& c, gateway::http_event_request request,
               std::function<void(gateway::http_rpc_reply)> done);
 

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#include "actors/delivery/delivery_store.hpp"
+#include "actors/delivery/delivery_supervisor.hpp"
+#include "actors/delivery/listen_actor.hpp"
+#include "actors/delivery/listener_registry.hpp"
+#include "actors/delivery/listener_source.hpp"
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/channels/group_actor.hpp"
 #include "actors/channels/group_session.hpp"
@@ -29,6 +34,8 @@ const char* child_name(child c) {
     case child::membership: return "membership";
     case child::expiry: return "expiration_reaper";
     case child::policy: return "write_policy";
+    case child::registry: return "listener_registry";
+    case child::delivery: return "delivery_supervisor";
     default: return "?";
   }
 }
@@ -47,10 +54,15 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   snapshot = std::move(community_snapshot_ptr);
   // The hub first: ingest is spawned with its handle.
   for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group,
-                     child::membership, child::expiry})
+                     child::membership, child::expiry, child::registry})
     spawn_child(which);
   if (!cfg.write_policy.empty())
     spawn_child(child::policy);
+  if (!cfg.operator_listeners.empty()) {
+    node_id = env.sources.random_challenge().substr(0, 16);
+    http = gateway::make_http_client();
+    spawn_child(child::delivery);
+  }
 }
 
 template <class Handle>
@@ -84,6 +96,12 @@ void node_supervisor_state::spawn_child(child which) {
       break;
     case child::policy:
       spawn_policy();
+      break;
+    case child::registry:
+      spawn_registry();
+      break;
+    case child::delivery:
+      spawn_delivery();
       break;
     default:
       return;
@@ -180,6 +198,49 @@ void node_supervisor_state::spawn_policy() {
   handles.policy = self->system().spawn<caf::detached>(
     write_policy_plugin_impl, write_policy_settings_for(cfg), env.for_actor("write_policy"));
   watch(child::policy, handles.policy);
+}
+
+void node_supervisor_state::spawn_registry() {
+  listener_registry_settings settings;
+  settings.database_url = cfg.database_url;
+  handles.listeners = self->system().spawn<caf::detached>(listener_registry_impl, settings,
+                                                          env.for_actor("listener_registry"));
+  watch(child::registry, handles.listeners);
+}
+
+// The store, the supervisor (with its slots) and the listen actor are one
+// child: each ends the others, and the lot is restarted together. Rows
+// claimed by the dead ones are claimed again when their lease runs out.
+void node_supervisor_state::spawn_delivery() {
+  auto& sys = self->system();
+  auto source = std::make_shared<listener_source>(cfg.operator_listeners);
+  auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
+                                        std::string{"delivery-store"}, source,
+                                        env.for_actor("delivery_store"));
+  delivery_settings ds;
+  ds.slots = cfg.delivery_slots;
+  ds.request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
+  ds.relay_secret = signer.secret;
+  delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
+                       env.for_actor("delivery_supervisor"));
+  listen_settings ls;
+  ls.listen_url = cfg.listen_database_url.empty() ? cfg.database_url : cfg.listen_database_url;
+  ls.probe_url = cfg.database_url;
+  ls.node_id = node_id;
+  ls.probe_interval = std::chrono::milliseconds(cfg.listener_probe_ms);
+  ls.probe_timeout = std::chrono::milliseconds(cfg.listener_probe_timeout_ms);
+  auto listener = sys.spawn<caf::detached>(listen_actor_impl, delivery, ls, env.for_actor("listen"));
+  auto* sup = caf::actor_cast<caf::abstract_actor*>(delivery);
+  sup->attach_functor([store, listener] {
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
+  });
+  auto end_supervisor = [sup_handle = caf::actor_cast<caf::actor>(delivery)] {
+    caf::anon_send_exit(sup_handle, caf::exit_reason::kill);
+  };
+  caf::actor_cast<caf::abstract_actor*>(store)->attach_functor(end_supervisor);
+  caf::actor_cast<caf::abstract_actor*>(listener)->attach_functor(end_supervisor);
+  watch(child::delivery, delivery);
 }
 
 void node_supervisor_state::on_restart(restart_child msg) {

@@ -15,6 +15,7 @@
 #include "actors/expiry/expiration_reaper.hpp"
 #include "actors/node/config.hpp"
 #include "actors/connection/connection_actor.hpp"
+#include "gateway/http_client.hpp"
 #include "actors/support/env.hpp"
 #include "db/group_store.hpp"
 
@@ -27,6 +28,7 @@ struct node_handles {
   group_actor group;
   membership_actor membership;
   write_policy_actor policy;  // null without --write-policy
+  listener_registry_actor listeners;  // POST/GET /operator/listener/pubkeys
 };
 
 // Written by the supervisor, read by io threads.
@@ -43,7 +45,7 @@ class handle_board {
 };
 
 enum class child : uint8_t {
-  hub = 0, ingest, reader, directory, group, membership, expiry, policy, count
+  hub = 0, ingest, reader, directory, group, membership, expiry, policy, registry, delivery, count
 };
 
 struct node_supervisor_state;
@@ -61,6 +63,9 @@ struct node_supervisor_state {
   node_handles handles;
   community_directory_actor directory;
   expiration_reaper_actor expiry_reaper;  // none with --expiry-reap-seconds 0
+  delivery_supervisor_actor delivery;     // none without --operator-listeners
+  std::shared_ptr<gateway::http_client> http;  // the delivery slots' client
+  std::string node_id;                    // names this node's LISTEN probe channel
   std::array<caf::actor_addr, static_cast<size_t>(child::count)> addrs;
   std::array<int, static_cast<size_t>(child::count)> restarts{};
 
@@ -81,6 +86,8 @@ struct node_supervisor_state {
   void spawn_membership();
   void spawn_expiry_reaper();
   void spawn_policy();
+  void spawn_registry();
+  void spawn_delivery();
   template <class Handle>
   void watch(child which, const Handle& h);
 };

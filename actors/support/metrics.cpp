@@ -65,6 +65,11 @@ void metrics::count(const answer& a) {
     count_rejected(std::string{a.metric});
 }
 
+void metrics::count_delivery(std::string_view queue, std::string_view outcome, uint64_t n) {
+  std::lock_guard guard{mtx_};
+  deliveries_[{std::string{queue}, std::string{outcome}}] += n;
+}
+
 std::string metrics::render() const {
   std::ostringstream out;
   auto gauge = [&](const char* name, const char* help, int64_t v) {
@@ -112,6 +117,20 @@ std::string metrics::render() const {
     std::lock_guard guard{mtx_};
     for (auto& [reason, n] : refused_)
       out << "waggle_refusals_total{reason=\"" << reason << "\"} " << n << '\n';
+  }
+  gauge("waggle_delivery_in_flight", "Delivery slots with a request out.",
+        deliveries_in_flight.load());
+  gauge("waggle_listener_up", "1 while the LISTEN connection's probe arrives (docs/delivery.md).",
+        listener_up.load());
+  gauge("waggle_delivery_queue_age_milliseconds",
+        "Age of the oldest row in the latest delivery claim.", delivery_queue_age_ms.load());
+  out << "# HELP waggle_deliveries_total Delivery attempts, by queue and outcome.\n"
+         "# TYPE waggle_deliveries_total counter\n";
+  {
+    std::lock_guard guard{mtx_};
+    for (auto& [key, n] : deliveries_)
+      out << "waggle_deliveries_total{queue=\"" << key.first << "\",outcome=\"" << key.second
+          << "\"} " << n << '\n';
   }
   out << ingest_batch_size.render("waggle_ingest_batch_size", "Events per ingest transaction.");
   out << commit_latency.render("waggle_commit_seconds", "Ingest transaction latency.");

@@ -51,6 +51,10 @@ class metrics {
   histogram ingest_batch_size;      // events per committed batch
   histogram commit_latency;         // seconds from BEGIN to COMMIT returning
   histogram ack_latency;            // seconds from frame received to OK sent
+  // Delivery (docs/delivery.md), for the operator listeners' queue.
+  std::atomic<int64_t> deliveries_in_flight{0};  // slots with a request out
+  std::atomic<int64_t> listener_up{0};           // 1 while the LISTEN probe arrives
+  std::atomic<int64_t> delivery_queue_age_ms{0}; // the oldest row of the latest claim
 
   // events rejected, by reason label ("invalid", "restricted", ...).
   void count_rejected(const std::string& reason);
@@ -62,12 +66,18 @@ class metrics {
   // never client text: labels are a closed set (docs/operations.md lists them).
   void count_refused(std::string_view reason);
 
+  // One finished delivery attempt (waggle_deliveries_total{queue,outcome}):
+  // outcome delivered, retry, failed (terminal), dropped (attempts or age
+  // exhausted), fenced (another claim owns the row now).
+  void count_delivery(std::string_view queue, std::string_view outcome, uint64_t n = 1);
+
   std::string render() const;
 
  private:
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> rejected_;
   std::map<std::string, uint64_t, std::less<>> refused_;
+  std::map<std::pair<std::string, std::string>, uint64_t> deliveries_;
 };
 
 }  // namespace waggle

@@ -196,4 +196,16 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
   return {true, ev.pubkey, {}};
 }
 
+std::string make_nip98(std::string_view secret_hex, std::string_view url, std::string_view method,
+                       std::string_view body, int64_t now) {
+  event ev;
+  ev.kind = 27235;
+  ev.created_at = now;
+  ev.tags = {{"u", std::string(url)},
+             {"method", std::string(method)},
+             {"payload", sha256_hex(body)}};
+  sign(ev, secret_hex);
+  return "Nostr " + base64_encode(ev.raw);
+}
+
 }  // namespace waggle::proto

@@ -39,4 +39,11 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
                           std::string_view host, std::string_view target, std::string_view body,
                           int64_t now, int64_t window_seconds = 60, bool require_payload = false);
 
+// The other side, for the relay's own requests (delivery slots): an
+// `Authorization` header value ("Nostr <base64 event>") for `method` on
+// `url`, signed with `secret_hex`, with a `payload` tag binding `body`
+// (always present, even for an empty body).
+std::string make_nip98(std::string_view secret_hex, std::string_view url, std::string_view method,
+                       std::string_view body, int64_t now);
+
 }  // namespace waggle::proto

@@ -1,0 +1,77 @@
+#include "actors/delivery/delivery_store.hpp"
+
+#include <pqxx/except>
+
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+
+namespace waggle {
+
+void delivery_store_state::init(delivery_store_ptr self_ptr, std::string database_url,
+                                std::string role, std::shared_ptr<delivery_source> s,
+                                node_env e) {
+  self = self_ptr;
+  session = std::make_unique<db::session>(std::move(database_url), std::move(role),
+                                          std::vector<std::string>{}, log::session_report);
+  source = std::move(s);
+  env = std::move(e);
+}
+
+delivery_claim_reply delivery_store_state::on_claim(const delivery_claim_request& req) {
+  delivery_claim_reply reply;
+  auto* conn = session->get();
+  if (!conn) {
+    reply.failed = true;
+    return reply;
+  }
+  try {
+    reply = source->claim(*conn, req.max_rows);
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    reply = {};
+    reply.failed = true;
+  } catch (const std::exception& e) {
+    log::error("delivery_store", "claim failed", {{"error", e.what()}});
+    reply = {};
+    reply.failed = true;
+  }
+  trace_node_message(env, "store_claimed", reply);
+  return reply;
+}
+
+delivery_complete_reply delivery_store_state::on_complete(const delivery_complete_request& req) {
+  delivery_complete_reply reply;
+  auto* conn = session->get();
+  if (!conn) {
+    // The claim's lease runs out and the row is claimed again: at least once.
+    reply.result = delivery_completion::failed;
+    return reply;
+  }
+  try {
+    reply.result = source->complete(*conn, req);
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+    reply.result = delivery_completion::failed;
+  } catch (const std::exception& e) {
+    log::error("delivery_store", "completion failed",
+               {{"row", std::to_string(req.job.row_id)}, {"error", e.what()}});
+    reply.result = delivery_completion::failed;
+  }
+  trace_node_message(env, "store_completed", reply);
+  return reply;
+}
+
+delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
+                                                        std::string database_url,
+                                                        std::string role,
+                                                        std::shared_ptr<delivery_source> source,
+                                                        node_env env) {
+  self->state.init(self, std::move(database_url), std::move(role), std::move(source),
+                   std::move(env));
+  return {
+    [self](const delivery_claim_request& req) { return self->state.on_claim(req); },
+    [self](const delivery_complete_request& req) { return self->state.on_complete(req); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,187 @@
+#include "actors/delivery/delivery_supervisor.hpp"
+
+#include <algorithm>
+
+#include "actors/delivery/delivery_slot.hpp"
+#include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
+
+namespace waggle {
+
+void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_store_actor s,
+                                     std::shared_ptr<gateway::http_client> http,
+                                     delivery_settings cfg, node_env e) {
+  self = self_ptr;
+  store = std::move(s);
+  settings = std::move(cfg);
+  env = std::move(e);
+  poll_delay = settings.poll_min;
+  // Linked: a slot that dies takes the supervisor (and its siblings) with it,
+  // and the node supervisor restarts the lot; rows claimed then are claimed
+  // again when their lease runs out (at least once, never lost).
+  for (uint32_t i = 0; i < std::max<uint32_t>(1, settings.slots); ++i) {
+    delivery_slot_settings ss{i, settings.relay_secret, settings.request_timeout};
+    auto name = settings.queue + "-slot-" + std::to_string(i);
+    slots.push_back(self->spawn<caf::linked>(
+      delivery_slot_impl, caf::actor_cast<delivery_supervisor_actor>(self), http, std::move(ss),
+      env.for_actor(name)));
+    if (env.trace)
+      env.trace->spawned(name, caf::actor_cast<caf::actor>(slots.back()));
+  }
+  // Highest index on top: slot 0 is taken first (stable traces).
+  for (uint32_t i = static_cast<uint32_t>(slots.size()); i-- > 0;)
+    free_slots.push_back(i);
+  // Whatever was committed while no supervisor ran.
+  claim();
+}
+
+void delivery_supervisor_state::claim() {
+  if (free_slots.empty())
+    return;  // a slot that frees claims again
+  if (claiming) {
+    claim_again = true;
+    return;
+  }
+  claiming = true;
+  claim_again = false;
+  self->request(store, settings.store_timeout,
+                delivery_claim_request{static_cast<uint32_t>(free_slots.size())})
+    .then([this](delivery_claim_reply& reply) { on_claimed(reply); },
+          [this](caf::error& err) {
+            log::warn("delivery", "claim got no answer",
+                      {{"queue", settings.queue}, {"error", caf::to_string(err)}});
+            delivery_claim_reply failed;
+            failed.failed = true;
+            on_claimed(failed);
+          });
+}
+
+void delivery_supervisor_state::on_claimed(delivery_claim_reply& reply) {
+  trace_reply_in(env, self->current_sender(), reply);
+  claiming = false;
+  int64_t oldest_ms = 0;
+  const int64_t now_ms = env.unix_now() * 1000;
+  for (auto& job : reply.jobs) {
+    if (free_slots.empty()) {
+      // Cannot happen (the claim asked for the free slots only); the row's
+      // lease runs out and it is claimed again.
+      log::error("delivery", "claimed more rows than free slots", {{"queue", settings.queue}});
+      break;
+    }
+    oldest_ms = std::max(oldest_ms, now_ms - job.created_at * 1000);
+    auto slot = free_slots.back();
+    free_slots.pop_back();
+    self->send(slots[slot], delivery_attempt{std::move(job)});
+  }
+  if (env.stats) {
+    env.stats->deliveries_in_flight = static_cast<int64_t>(in_flight());
+    env.stats->delivery_queue_age_ms = oldest_ms;
+  }
+  if (reply.failed) {
+    arm_poll(settings.poll_max);  // the database is away: not a tight loop
+    return;
+  }
+  if (!reply.jobs.empty())
+    poll_delay = settings.poll_min;
+  else if (listener_up)
+    poll_delay = std::min(settings.poll_max, poll_delay * 2);
+  else
+    poll_delay = settings.poll_min;
+  auto next = poll_delay;
+  if (reply.next_due_ms >= 0)
+    next = std::min(next, caf::timespan{std::chrono::milliseconds(reply.next_due_ms)});
+  arm_poll(next);
+  if (claim_again)
+    claim();
+}
+
+void delivery_supervisor_state::on_done(delivery_done& d) {
+  free_slots.push_back(d.slot);
+  if (env.stats)
+    env.stats->deliveries_in_flight = static_cast<int64_t>(in_flight());
+  auto verdict = classify_delivery(d.response);
+  delivery_complete_request req{d.job, verdict, 0};
+  if (verdict == delivery_verdict::retry)
+    req.retry_after_ms = delivery_backoff(d.job.attempts, settings.max_backoff_exponent).count();
+  if (verdict != delivery_verdict::delivered)
+    log::info("delivery", verdict == delivery_verdict::retry ? "will retry" : "refused for good",
+              {{"queue", settings.queue},
+               {"route", d.job.route},
+               {"delivery_id", d.job.delivery_id},
+               {"attempt", std::to_string(d.job.attempts)},
+               {"status", std::to_string(d.response.status)},
+               {"error", d.response.error}});
+  const char* outcome = verdict == delivery_verdict::delivered ? "delivered"
+                        : verdict == delivery_verdict::retry   ? "retry"
+                                                               : "failed";
+  // The completion goes to the store before the claim below, in one mailbox:
+  // the claim sees this row completed.
+  self->request(store, settings.store_timeout, std::move(req))
+    .then(
+      [this, outcome](delivery_complete_reply& r) {
+        trace_reply_in(env, self->current_sender(), r);
+        switch (r.result) {
+          case delivery_completion::done: count(outcome); break;
+          case delivery_completion::dropped: count("dropped"); break;
+          case delivery_completion::fenced: count("fenced"); break;
+          case delivery_completion::failed: count("unrecorded"); break;
+        }
+      },
+      [this](caf::error&) { count("unrecorded"); });
+  claim();
+}
+
+void delivery_supervisor_state::on_wake(const delivery_wake&) {
+  claim();
+}
+
+void delivery_supervisor_state::on_health(const listener_health& h) {
+  listener_up = h.up;
+  if (env.stats)
+    env.stats->listener_up = h.up ? 1 : 0;
+  if (!h.up) {
+    // Notifications may be lost from now on: poll at the floor.
+    poll_delay = settings.poll_min;
+    arm_poll(poll_delay);
+  }
+}
+
+void delivery_supervisor_state::on_tick(const delivery_tick& t) {
+  if (t.generation != tick_generation)
+    return;  // re-armed since
+  claim();
+}
+
+void delivery_supervisor_state::arm_poll(caf::timespan delay) {
+  self->delayed_send(self, delay, delivery_tick{++tick_generation});
+}
+
+void delivery_supervisor_state::count(std::string_view outcome) {
+  if (env.stats)
+    env.stats->count_delivery(settings.queue, outcome);
+}
+
+delivery_supervisor_actor::behavior_type
+delivery_supervisor_impl(delivery_supervisor_ptr self, delivery_store_actor store,
+                         std::shared_ptr<gateway::http_client> http, delivery_settings settings,
+                         node_env env) {
+  self->state.init(self, std::move(store), std::move(http), std::move(settings), std::move(env));
+  return {
+    [self](delivery_wake w) {
+      trace_node_message(self->state.env, "input", w);
+      self->state.on_wake(w);
+    },
+    [self](listener_health h) {
+      trace_node_message(self->state.env, "input", h);
+      self->state.on_health(h);
+    },
+    [self](delivery_done& d) { self->state.on_done(d); },
+    // -- timers -----------------------------------------------------------------
+    [self](delivery_tick t) {
+      trace_node_message(self->state.env, "timer", t);
+      self->state.on_tick(t);
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,87 @@
+#include "actors/delivery/listener_source.hpp"
+
+#include <cmath>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace waggle {
+
+listener_source::listener_source(std::map<std::string, std::string> listeners,
+                                 db::claim_settings settings)
+  : urls_(std::move(listeners)), settings_(settings) {
+  for (const auto& [key, url] : urls_)
+    keys_.push_back(key);
+}
+
+std::string listener_delivery_body(const db::claimed_delivery& row) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  w.StartObject();
+  w.Key("v");
+  w.Int(1);
+  w.Key("delivery_id");
+  w.String(row.delivery_id);
+  w.Key("listener");
+  w.String(row.listener);
+  w.Key("target");
+  w.String(row.target);
+  w.Key("community");
+  w.String(row.community_host);
+  w.Key("event");
+  // Stored events are canonical JSON already: embedded as they are, so the
+  // listener can check the signature over exactly what was signed.
+  w.RawValue(row.event_raw.data(), row.event_raw.size(), rapidjson::kObjectType);
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+delivery_claim_reply listener_source::claim(pqxx::connection& conn, uint32_t n) {
+  delivery_claim_reply reply;
+  if (keys_.empty() || n == 0)
+    return reply;
+  auto rows = db::claim_deliveries(conn, keys_, n, settings_);
+  for (const auto& row : rows) {
+    delivery_job job;
+    job.community_id = row.community_id;
+    job.row_id = row.id;
+    job.claim_id = row.claim_id;
+    job.delivery_id = row.delivery_id;
+    job.route = row.listener;
+    job.url = urls_.at(row.listener);  // claimed only for keys_ (claim_deliveries)
+    job.body = listener_delivery_body(row);
+    job.attempts = row.attempts;
+    job.created_at = row.created_at;
+    reply.jobs.push_back(std::move(job));
+  }
+  if (rows.size() < n) {
+    auto st = db::read_outbox_state(conn, keys_);
+    if (st.next_due_in_seconds)
+      reply.next_due_ms = std::max<int64_t>(
+        0, static_cast<int64_t>(std::ceil(*st.next_due_in_seconds * 1000.0)));
+  }
+  return reply;
+}
+
+delivery_completion listener_source::complete(pqxx::connection& conn,
+                                              const delivery_complete_request& req) {
+  db::claimed_delivery row;
+  row.community_id = req.job.community_id;
+  row.id = req.job.row_id;
+  row.claim_id = req.job.claim_id;
+  row.attempts = req.job.attempts;
+  db::completion how = db::completion::delivered;
+  if (req.verdict == delivery_verdict::retry)
+    how = db::completion::retry;
+  else if (req.verdict == delivery_verdict::terminal)
+    how = db::completion::terminal;
+  switch (db::complete_delivery(conn, row, how, std::chrono::milliseconds(req.retry_after_ms),
+                                settings_)) {
+    case db::completion_result::done: return delivery_completion::done;
+    case db::completion_result::dropped: return delivery_completion::dropped;
+    case db::completion_result::fenced: return delivery_completion::fenced;
+  }
+  return delivery_completion::failed;
+}
+
+}  // namespace waggle

@@ -1,0 +1,195 @@
+#pragma once
+
+// The messages of the delivery pipeline (docs/delivery.md) and its pure
+// decisions: what an HTTP answer means for a row, when it is tried again,
+// and the --operator-listeners setting. Included by messages/types.hpp,
+// whose one type-ID block lists them.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace waggle {
+
+// One claimed row, ready to send: where, what, and the fence of its
+// completion. `route` names the receiver for logs and metrics (a listener's
+// key); the body is built when the row is claimed.
+struct delivery_job {
+  int64_t community_id = 0;  // the row's key is (community_id, row_id)
+  int64_t row_id = 0;
+  std::string claim_id;
+  std::string delivery_id;  // X-Waggle-Delivery-Id, stable across retries
+  std::string route;
+  std::string url;
+  std::string body;
+  int32_t attempts = 0;    // including this one
+  int64_t created_at = 0;  // unix seconds, when the row was written
+};
+
+// What the receiver answered: an HTTP status, or 0 and why there was none.
+struct delivery_response {
+  uint16_t status = 0;
+  std::string error;
+};
+
+// -- supervisor <-> store (the detached actor that owns the queue's connection) --
+
+struct delivery_claim_request {
+  uint32_t max_rows = 0;
+};
+struct delivery_claim_reply {
+  std::vector<delivery_job> jobs;
+  // Milliseconds until the earliest pending row is due (a scheduled retry),
+  // when the claim left the queue without due rows; -1: none pending.
+  int64_t next_due_ms = -1;
+  bool failed = false;  // the database did not answer: poll later
+};
+
+enum class delivery_verdict : uint8_t { delivered, retry, terminal };
+
+struct delivery_complete_request {
+  delivery_job job;
+  delivery_verdict verdict = delivery_verdict::delivered;
+  int64_t retry_after_ms = 0;
+};
+enum class delivery_completion : uint8_t { done, dropped, fenced, failed };
+struct delivery_complete_reply {
+  delivery_completion result = delivery_completion::done;
+};
+
+// -- supervisor <-> slots ------------------------------------------------------
+
+struct delivery_attempt {
+  delivery_job job;
+};
+// The HTTP client -> the slot: the receiver's answer (a boundary input).
+struct delivery_response_in {
+  delivery_response response;
+};
+struct delivery_done {
+  uint32_t slot = 0;
+  delivery_job job;
+  delivery_response response;
+};
+
+// -- listen actor -> supervisor ------------------------------------------------
+
+// Committed work may be waiting: a notification, or the catch-up after a
+// (re)connected LISTEN.
+struct delivery_wake {
+  bool catch_up = false;
+};
+// Whether notifications arrive (the liveness probe's verdict).
+struct listener_health {
+  bool up = false;
+};
+// The supervisor's poll timer; ticks of an older generation are stale.
+struct delivery_tick {
+  uint64_t generation = 0;
+};
+// The listen actor's loop step: wait a little for notifications, probe.
+struct listen_tick {};
+
+// -- registrations (POST/GET /operator/listener/pubkeys) ---------------------
+
+struct listener_registration_request {
+  int64_t community_id = 0;
+  std::string listener;  // the NIP-98-proven key, a configured listener
+  bool list = false;     // GET
+  std::string body;      // POST: {"pubkeys": [...]}
+};
+struct listener_registration_reply {
+  uint16_t http_status = 200;
+  std::string body;  // JSON
+};
+// The registry's timer: reap old registrations and outbox rows.
+struct listener_reap_tick {};
+
+// -- pure decisions ------------------------------------------------------------
+
+// 2xx delivered; 408, 429, 5xx and no answer: retry; anything else (3xx
+// included: redirects are not followed) terminal.
+delivery_verdict classify_delivery(const delivery_response& r);
+
+// 2^(attempt-1) seconds, the exponent capped at `max_exponent`.
+std::chrono::milliseconds delivery_backoff(int32_t attempt, int32_t max_exponent = 7);
+
+// The registration body: {"pubkeys": [64 hex, ...]} with 1..max keys, each
+// lowercase 64 hex. On error, `why` says what is wrong.
+bool parse_listener_pubkeys(std::string_view body, size_t max, std::vector<std::string>& keys,
+                            std::string& why);
+
+// -- inspect ---------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_job& x) {
+  return f(caf::meta::type_name("delivery_job"), x.community_id, x.row_id, x.claim_id, x.delivery_id, x.route,
+           x.url, x.body, x.attempts, x.created_at);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_response& x) {
+  return f(caf::meta::type_name("delivery_response"), x.status, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_claim_request& x) {
+  return f(caf::meta::type_name("delivery_claim_request"), x.max_rows);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_claim_reply& x) {
+  return f(caf::meta::type_name("delivery_claim_reply"), x.jobs, x.next_due_ms, x.failed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_request& x) {
+  return f(caf::meta::type_name("delivery_complete_request"), x.job, x.verdict, x.retry_after_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_reply& x) {
+  return f(caf::meta::type_name("delivery_complete_reply"), x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_attempt& x) {
+  return f(caf::meta::type_name("delivery_attempt"), x.job);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_response_in& x) {
+  return f(caf::meta::type_name("delivery_response_in"), x.response);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_done& x) {
+  return f(caf::meta::type_name("delivery_done"), x.slot, x.job, x.response);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_wake& x) {
+  return f(caf::meta::type_name("delivery_wake"), x.catch_up);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_health& x) {
+  return f(caf::meta::type_name("listener_health"), x.up);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_tick& x) {
+  return f(caf::meta::type_name("delivery_tick"), x.generation);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listen_tick&) {
+  return f(caf::meta::type_name("listen_tick"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_registration_request& x) {
+  return f(caf::meta::type_name("listener_registration_request"), x.community_id, x.listener,
+           x.list, x.body);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_registration_reply& x) {
+  return f(caf::meta::type_name("listener_registration_reply"), x.http_status, x.body);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_reap_tick&) {
+  return f(caf::meta::type_name("listener_reap_tick"));
+}
+
+}  // namespace waggle
