@@ -37,6 +37,15 @@ class listener_server {
   ~listener_server() {
     stopping_ = true;
     boost::system::error_code ec;
+    {
+      // Closing the acceptor from here does not end a blocking accept() on
+      // Linux: a connection of our own does.
+      boost::asio::io_context io;
+      boost::asio::ip::tcp::socket poke(io);
+      poke.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+    }
+    if (thread_.joinable())
+      thread_.join();
     acceptor_.close(ec);
     {
       std::lock_guard lk(m_);
@@ -44,8 +53,6 @@ class listener_server {
         s->close(ec);
     }
     cv_.notify_all();
-    if (thread_.joinable())
-      thread_.join();
     for (auto& t : workers_)
       t.join();
   }
@@ -87,7 +94,7 @@ class listener_server {
       auto sock = std::make_shared<boost::asio::ip::tcp::socket>(io_);
       boost::system::error_code ec;
       acceptor_.accept(*sock, ec);
-      if (ec)
+      if (ec || stopping_)
         return;
       std::lock_guard lk(m_);
       workers_.emplace_back([this, sock] { handle(sock); });
