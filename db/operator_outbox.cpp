@@ -154,7 +154,9 @@ DELETE FROM operator_listener_outbox o USING communities co
 constexpr const char* stmt_state = "waggle_ol_state";
 constexpr const char* sql_state = R"sql(
 SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
-       extract(epoch FROM min(next_attempt_at) FILTER (WHERE state = 'pending') - now())::float8
+       extract(epoch FROM min(next_attempt_at)
+                 FILTER (WHERE attempts < $2::int AND created_at > now() - $3::bigint * interval '1 second')
+               - now())::float8
   FROM operator_listener_outbox
  WHERE listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($1::text[]) AS x)
 )sql";
@@ -333,13 +335,15 @@ size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention) {
   return static_cast<size_t>(r.affected_rows());
 }
 
-outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners) {
+outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners,
+                               const claim_settings& settings) {
   outbox_state out;
   if (listeners.empty())
     return out;
   prepare(conn);
   pqxx::read_transaction tx(conn);
-  auto r = tx.exec_prepared(stmt_state, hex_array(listeners));
+  auto r = tx.exec_prepared(stmt_state, hex_array(listeners), settings.max_attempts,
+                            seconds_of(settings.retention));
   tx.commit();
   out.rows = r[0][0].as<size_t>();
   out.oldest_age_seconds = r[0][1].as<double>();

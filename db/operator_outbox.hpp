@@ -122,13 +122,16 @@ completion_result complete_delivery(pqxx::connection& conn, const claimed_delive
 size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention);
 
 // For the queue-age gauge: seconds since the oldest pending or sending row
-// was written (0 when empty), and when the earliest pending row is due
-// (seconds from now, may be negative; nullopt when none).
+// was written (0 when empty), and when the earliest row a claim could take
+// is due (seconds from now, may be negative; nullopt when none): rows past
+// max_attempts or the retention never are, and counting them would make the
+// supervisor claim in a loop until the reaper took them.
 struct outbox_state {
   double oldest_age_seconds = 0;
   std::optional<double> next_due_in_seconds;
   size_t rows = 0;
 };
-outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners);
+outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners,
+                               const claim_settings& settings = {});
 
 }  // namespace waggle::db

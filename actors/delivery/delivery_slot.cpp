@@ -36,6 +36,10 @@ void delivery_slot_state::on_attempt(delivery_attempt& a) {
   // Weakly held: a slot stopped mid-request is not kept alive by its client.
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   http->post(std::move(post), [weak](gateway::http_result r) {
+    // Redirects are never followed (the listener's URL is configured, not
+    // discovered): said so in the log, where the location is not repeated.
+    if (r.status >= 300 && r.status < 400 && r.error.empty())
+      r.error = "redirect not followed";
     if (auto strong = caf::actor_cast<caf::actor>(weak))
       caf::anon_send(strong, delivery_response_in{{r.status, std::move(r.error)}});
   });

@@ -8,6 +8,10 @@
 
 namespace waggle {
 
+namespace {
+constexpr int64_t min_retry_wait_ms = 50;
+}  // namespace
+
 void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_store_actor s,
                                      std::shared_ptr<gateway::http_client> http,
                                      delivery_settings cfg, node_env e) {
@@ -88,8 +92,12 @@ void delivery_supervisor_state::on_claimed(delivery_claim_reply& reply) {
   else
     poll_delay = settings.poll_min;
   auto next = poll_delay;
+  // A due row the claim did not take is one another claimer holds (SKIP
+  // LOCKED) for the milliseconds its claim takes: the floor keeps that from
+  // becoming a loop of claims.
   if (reply.next_due_ms >= 0)
-    next = std::min(next, caf::timespan{std::chrono::milliseconds(reply.next_due_ms)});
+    next = std::min(next, caf::timespan{std::chrono::milliseconds(
+                            std::max<int64_t>(reply.next_due_ms, min_retry_wait_ms))});
   arm_poll(next);
   if (claim_again)
     claim();

@@ -55,7 +55,7 @@ delivery_claim_reply listener_source::claim(pqxx::connection& conn, uint32_t n) 
     reply.jobs.push_back(std::move(job));
   }
   if (rows.size() < n) {
-    auto st = db::read_outbox_state(conn, keys_);
+    auto st = db::read_outbox_state(conn, keys_, settings_);
     if (st.next_due_in_seconds)
       reply.next_due_ms = std::max<int64_t>(
         0, static_cast<int64_t>(std::ceil(*st.next_due_in_seconds * 1000.0)));

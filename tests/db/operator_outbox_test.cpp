@@ -476,5 +476,23 @@ TEST_F(OutboxTest, OutboxStateForTheGauge) {
   EXPECT_EQ(db::read_outbox_state(conn(), {listener2}).rows, 0u);
 }
 
+// Rows no claim can take (past the retention, or out of attempts) are never
+// "due": the supervisor arms its next claim from this, and would claim in a
+// loop until the reaper took them.
+TEST_F(OutboxTest, RowsNoClaimCanTakeAreNeverDue) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  seed(c, 2);
+  const auto in_c = " WHERE community_id = " + std::to_string(c);
+  sql("UPDATE operator_listener_outbox SET created_at = now() - interval '20 minutes'" + in_c +
+      " AND id = (SELECT min(id) FROM operator_listener_outbox" + in_c + ")");
+  sql("UPDATE operator_listener_outbox SET attempts = 9" + in_c +
+      " AND id = (SELECT max(id) FROM operator_listener_outbox" + in_c + ")");
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty());
+  auto st = db::read_outbox_state(conn(), {listener1});
+  EXPECT_EQ(st.rows, 2u);
+  EXPECT_FALSE(st.next_due_in_seconds) << *st.next_due_in_seconds;
+}
+
 }  // namespace
 }  // namespace waggle::pgtest
