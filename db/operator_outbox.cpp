@@ -73,10 +73,11 @@ DELETE FROM operator_listener_pubkeys r USING communities co
  WHERE r.community_id = co.id AND r.created_at < now() - $1::bigint * interval '1 second'
 )sql";
 
-// The claim, in one statement: for each (community, listener), lock up to $2
-// due rows, oldest due first (SKIP LOCKED: rows another supervisor is
-// claiming right now are left to it, nobody waits); keep the $2 oldest of
-// those; delete the ones whose event is no longer live and claim the rest.
+// The claim, in one statement: for each listener, lock up to $2 due rows,
+// oldest due first (SKIP LOCKED: rows another supervisor is claiming right
+// now are left to it, nobody waits); keep the $2 oldest of those; delete the
+// ones whose event is no longer live or whose listener may no longer read
+// the community, and claim the rest.
 // Locked rows that are not kept stay locked until this transaction ends
 // (milliseconds), and a concurrent claimer skips them meanwhile. A sending
 // row is due again when its lease (next_attempt_at) ran out; its new claim_id
@@ -86,13 +87,12 @@ DELETE FROM operator_listener_pubkeys r USING communities co
 constexpr const char* stmt_claim = "waggle_ol_claim";
 constexpr const char* sql_claim = R"sql(
 WITH c AS (
-  SELECT d.community_id, d.id, d.event_id
-    FROM communities co
-   CROSS JOIN (SELECT DISTINCT decode(x, 'hex') AS listener FROM unnest($1::text[]) AS x) AS l
+  SELECT d.community_id, d.id, d.event_id, d.listener_pubkey
+    FROM (SELECT DISTINCT decode(x, 'hex') AS listener FROM unnest($1::text[]) AS x) AS l
    CROSS JOIN LATERAL (
-         SELECT o.community_id, o.id, o.event_id, o.next_attempt_at
+         SELECT o.community_id, o.id, o.event_id, o.listener_pubkey, o.next_attempt_at
            FROM operator_listener_outbox o
-          WHERE o.community_id = co.id AND o.listener_pubkey = l.listener
+          WHERE o.listener_pubkey = l.listener
             AND o.next_attempt_at <= now() AND o.attempts < $3
             AND o.created_at > now() - $4::bigint * interval '1 second'
           ORDER BY o.next_attempt_at, o.id
@@ -101,9 +101,22 @@ WITH c AS (
    ORDER BY d.next_attempt_at, d.id
    LIMIT $2
 ), live AS (
-  SELECT c.community_id, c.id, EXISTS (SELECT 1 FROM events e
-                        WHERE e.community_id = c.community_id AND e.id = c.event_id
-                          AND e.deleted_at IS NULL) AS live
+  -- Deliverable: the event is still there, and the listener may still read
+  -- its community (not banned; a member, unless the community is open): a
+  -- listener removed from a closed community gets none of its events.
+  SELECT c.community_id, c.id,
+         EXISTS (SELECT 1 FROM events e
+                  WHERE e.community_id = c.community_id AND e.id = c.event_id
+                    AND e.deleted_at IS NULL)
+         AND NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b
+                          WHERE b.community_id = c.community_id AND b.pubkey = c.listener_pubkey)
+         AND EXISTS (SELECT 1 FROM communities co
+                      WHERE co.id = c.community_id
+                        AND (co.policy = 'open'
+                             OR EXISTS (SELECT 1 FROM community_members m
+                                         WHERE m.community_id = c.community_id
+                                           AND m.pubkey = c.listener_pubkey
+                                           AND m.removed_at IS NULL))) AS live
     FROM c
 ), gone AS (
   DELETE FROM operator_listener_outbox o USING live l

@@ -48,12 +48,16 @@ CREATE TABLE operator_listener_outbox (
   PRIMARY KEY (community_id, id),
   UNIQUE (community_id, listener_pubkey, target_pubkey, event_id)
 );
--- Claims: one probe per (community, listener), rows that are due, oldest due
--- first, pending or sending alike. A claim sets next_attempt_at to its
--- lease_until, so a sending row whose lease ran out is due by the same
--- predicate as a pending row, and one ordered scan of this index serves both
--- (partial indexes per state would need an OR and a sort of every due row).
+-- Claims: one probe per listener, rows that are due, oldest due first,
+-- pending or sending alike. A claim sets next_attempt_at to its lease_until,
+-- so a sending row whose lease ran out is due by the same predicate as a
+-- pending row, and one ordered scan of this index serves both (partial
+-- indexes per state would need an OR and a sort of every due row).
+-- The one index that does not lead with community_id (the tenant rule's
+-- exemption, tests/db/migrate_test.cpp): the queue is claimed by the node
+-- across communities, never for one tenant, and a community-leading key
+-- made every claim probe every community.
 CREATE INDEX operator_listener_outbox_due
-  ON operator_listener_outbox (community_id, listener_pubkey, next_attempt_at, id);
+  ON operator_listener_outbox (listener_pubkey, next_attempt_at, id) INCLUDE (community_id);
 -- The 15-minute reaper.
 CREATE INDEX operator_listener_outbox_age ON operator_listener_outbox (community_id, created_at);

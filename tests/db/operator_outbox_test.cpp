@@ -7,6 +7,7 @@
 
 #include <pqxx/notification>
 
+#include "db/membership_store.hpp"
 #include "db/operator_outbox.hpp"
 #include "tests/db/write_fixture.hpp"
 
@@ -474,6 +475,35 @@ TEST_F(OutboxTest, OutboxStateForTheGauge) {
   ASSERT_TRUE(st.next_due_in_seconds);
   EXPECT_LE(*st.next_due_in_seconds, 0.5);
   EXPECT_EQ(db::read_outbox_state(conn(), {listener2}).rows, 0u);
+}
+
+// A listener that may no longer read the community (removed from a closed
+// one, or banned from an open one) is sent none of its events: the claim
+// deletes those rows instead.
+TEST_F(OutboxTest, ClaimsSkipListenersThatLostAccess) {
+  auto closed = community("closed");
+  sql("UPDATE communities SET policy = 'closed' WHERE id = " + std::to_string(closed));
+  ASSERT_TRUE(db::add_member(conn(), closed, listener1, member_role::member, ""));
+  ASSERT_TRUE(db::add_member(conn(), closed, listener2, member_role::member, ""));
+  ASSERT_TRUE(db::add_member(conn(), closed, make_event(1, 1, 1, {}, "").pubkey,
+                             member_role::member, ""));  // the author of seed()
+  register_targets(closed, listener1, {target1});
+  register_targets(closed, listener2, {target1});
+  seed(closed, 1);
+  ASSERT_EQ(outbox_rows(closed), 2);
+  sql("UPDATE community_members SET removed_at = now() WHERE community_id = " +
+      std::to_string(closed) + " AND pubkey = decode('" + listener2 + "', 'hex')");
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener2}, 10).empty());
+  EXPECT_EQ(outbox_rows(closed), 1);
+  EXPECT_EQ(db::claim_deliveries(conn(), {listener1}, 10).size(), 1u);
+
+  auto open = community("open");
+  register_targets(open, listener1, {target2});
+  write(open, {make_event(1, 9, 5000, {{"p", target2}}, "to the banned one")});
+  sql("INSERT INTO community_banned_pubkeys (community_id, pubkey) VALUES (" +
+      std::to_string(open) + ", decode('" + listener1 + "', 'hex'))");
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty());
+  EXPECT_EQ(outbox_rows(open), 0);
 }
 
 // Rows no claim can take (past the retention, or out of attempts) are never
