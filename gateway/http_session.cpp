@@ -413,25 +413,21 @@ uint64_t http_session::await_reply(std::function<void(http_session&)> on_timeout
   return ++submit_seq_;
 }
 
+http_event_request http_session::request_in(const std::string& host) {
+  return {std::string{req_[http::field::authorization]}, host, std::string{req_.target()},
+          std::move(req_.body()), remote_ip_, std::string{req_.method_string()}};
+}
+
 void http_session::handle_post_events(const community& c, const std::string& host) {
   // Empty or not, unauthenticated or not: the node answers (NIP-98 and the
   // event are verified on scheduler threads, never here).
   const uint64_t seq = await_reply([](http_session& s) {
     s.on_event_reply({{}, false, "error: timed out waiting for the relay", 503});
   });
-  std::weak_ptr<http_session> weak = weak_from_this();
-  auto gate = st_->gate;
-  auto done = [weak, gate, seq](http_event_reply reply) {
-    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
-      if (s.awaiting_reply_ && s.submit_seq_ == seq)
-        s.on_event_reply(std::move(r));
-    });
-  };
+  auto done = answer_on_io<http_event_reply>(seq, &http_session::on_event_reply);
   try {
     st_->api.submit_event(c,
-                          {std::string{req_[http::field::authorization]}, host,
-                           std::string{req_.target()}, std::move(req_.body()), remote_ip_},
-                          std::move(done));
+                          request_in(host), std::move(done));
   } catch (const std::exception& e) {
     log::warn(st_->api, "submit_event threw", e.what());
     on_event_reply({{}, false, "error: internal error", 503});
@@ -444,19 +440,10 @@ void http_session::handle_manage(const community& c, const std::string& host) {
   if (!st_->api.manage)
     return on_rpc_reply({404, R"({"result":null,"error":"invalid: NIP-86 is not served here"})"});
   const uint64_t seq = await_reply([](http_session& s) { s.on_rpc_reply({503, timed_out}); });
-  std::weak_ptr<http_session> weak = weak_from_this();
-  auto gate = st_->gate;
-  auto done = [weak, gate, seq](http_rpc_reply reply) {
-    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
-      if (s.awaiting_reply_ && s.submit_seq_ == seq)
-        s.on_rpc_reply(std::move(r));
-    });
-  };
+  auto done = answer_on_io<http_rpc_reply>(seq, &http_session::on_rpc_reply);
   try {
     st_->api.manage(c,
-                    {std::string{req_[http::field::authorization]}, host,
-                     std::string{req_.target()}, std::move(req_.body()), remote_ip_},
-                    std::move(done));
+                    request_in(host), std::move(done));
   } catch (const std::exception& e) {
     log::warn(st_->api, "manage threw", e.what());
     on_rpc_reply({503, R"({"result":null,"error":"error: internal error"})"});
@@ -468,20 +455,9 @@ void http_session::handle_listener_registration(const community& c, const std::s
   if (!st_->api.listener_registration)
     return send(make(http::status::not_found, app_json, R"({"error":"not found"})"));
   const uint64_t seq = await_reply([](http_session& s) { s.on_json_reply({503, timed_out}); });
-  std::weak_ptr<http_session> weak = weak_from_this();
-  auto gate = st_->gate;
-  auto done = [weak, gate, seq](http_rpc_reply reply) {
-    gate->post_to(weak, [seq, r = std::move(reply)](http_session& s) mutable {
-      if (s.awaiting_reply_ && s.submit_seq_ == seq)
-        s.on_json_reply(std::move(r));
-    });
-  };
+  auto done = answer_on_io<http_rpc_reply>(seq, &http_session::on_json_reply);
   try {
-    st_->api.listener_registration(
-      c,
-      {std::string{req_[http::field::authorization]}, host, std::string{req_.target()},
-       std::move(req_.body()), remote_ip_, std::string{req_.method_string()}},
-      std::move(done));
+    st_->api.listener_registration(c, request_in(host), std::move(done));
   } catch (const std::exception& e) {
     log::warn(st_->api, "listener_registration threw", e.what());
     on_json_reply({503, R"({"error":"error: internal error"})"});

@@ -77,6 +77,20 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void handle_post_events(const community& c, const std::string& host);
   void on_event_reply(http_event_reply reply);
   void handle_manage(const community& c, const std::string& host);
+  // The request as the node takes it (its body moved out).
+  http_event_request request_in(const std::string& host);
+  // `done` for the node: the reply is handed back to this session's io
+  // thread and answers only the request numbered `seq` (a late reply after a
+  // timeout must not answer the next request on a keep-alive connection).
+  template <class Reply>
+  std::function<void(Reply)> answer_on_io(uint64_t seq, void (http_session::*on)(Reply)) {
+    return [weak = weak_from_this(), gate = st_->gate, seq, on](Reply reply) {
+      gate->post_to(weak, [seq, on, r = std::move(reply)](http_session& s) mutable {
+        if (s.awaiting_reply_ && s.submit_seq_ == seq)
+          (s.*on)(std::move(r));
+      });
+    };
+  }
   static constexpr size_t listener_body_limit = 128u << 10;
   size_t body_limit_ = 0;
   void handle_listener_registration(const community& c, const std::string& host);
