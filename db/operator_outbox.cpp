@@ -59,6 +59,17 @@ SELECT $1, decode(t, 'hex'), decode($2, 'hex')
 ON CONFLICT (community_id, target_pubkey, listener_pubkey) DO UPDATE SET created_at = now()
 )sql";
 
+// The listener's other registrations in the community (the cap counts them
+// with the new ones), under a transaction lock per (community, listener) so
+// two nodes' registrations cannot both pass the cap.
+constexpr const char* stmt_register_count = "waggle_ol_register_count";
+constexpr const char* sql_register_count = R"sql(
+SELECT pg_advisory_xact_lock(hashtextextended('operator_listener:' || $1::bigint || ':' || $2::text, 0)),
+       (SELECT count(*) FROM operator_listener_pubkeys
+         WHERE community_id = $1::bigint AND listener_pubkey = decode($2::text, 'hex')
+           AND encode(target_pubkey, 'hex') <> ALL ($3::text[]))
+)sql";
+
 constexpr const char* stmt_list = "waggle_ol_list";
 constexpr const char* sql_list = R"sql(
 SELECT encode(target_pubkey, 'hex'), floor(extract(epoch FROM created_at))::bigint
@@ -179,6 +190,7 @@ void prepare(pqxx::connection_base& conn) {
   // no-op in libpqxx 6, registered with the server on first use.
   conn.prepare(stmt_enqueue, sql_enqueue);
   conn.prepare(stmt_register, sql_register);
+  conn.prepare(stmt_register_count, sql_register_count);
   conn.prepare(stmt_list, sql_list);
   conn.prepare(stmt_reap_registrations, sql_reap_registrations);
   conn.prepare(stmt_claim, sql_claim);
@@ -233,9 +245,10 @@ size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& store
   return r[0][0].as<size_t>();
 }
 
-size_t register_listener_targets(pqxx::connection& conn, int64_t community_id,
-                                 const std::string& listener,
-                                 const std::vector<std::string>& targets) {
+std::optional<size_t> register_listener_targets(pqxx::connection& conn, int64_t community_id,
+                                                const std::string& listener,
+                                                const std::vector<std::string>& targets,
+                                                size_t max_registrations) {
   if (!is_hex64(listener))
     throw std::invalid_argument("register_listener_targets: listener is not 64 lowercase hex");
   std::set<std::string> distinct;
@@ -251,6 +264,12 @@ size_t register_listener_targets(pqxx::connection& conn, int64_t community_id,
     a.text(t);
   prepare(conn);
   pqxx::work tx(conn);
+  if (max_registrations > 0) {
+    auto others = tx.exec_prepared(stmt_register_count, community_id, listener, a.str())[0][1]
+                    .as<size_t>();
+    if (others + distinct.size() > max_registrations)
+      return std::nullopt;  // the transaction rolls back: nothing written
+  }
   tx.exec_prepared(stmt_register, community_id, listener, a.str());
   tx.commit();
   return distinct.size();

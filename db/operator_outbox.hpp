@@ -45,10 +45,13 @@ size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& store
 // Registers (or renews: created_at = now()) each target for `listener` in
 // `community_id`, in one statement and its own transaction. Keys are 64 hex,
 // checked by the caller; duplicates in `targets` count once. Returns the
-// distinct targets registered.
-size_t register_listener_targets(pqxx::connection& conn, int64_t community_id,
-                                 const std::string& listener,
-                                 const std::vector<std::string>& targets);
+// distinct targets registered, or nullopt (and nothing written) when the
+// listener would hold more than `max_registrations` in the community
+// (0: no cap).
+std::optional<size_t> register_listener_targets(pqxx::connection& conn, int64_t community_id,
+                                                const std::string& listener,
+                                                const std::vector<std::string>& targets,
+                                                size_t max_registrations = 0);
 
 struct listener_registration {
   std::string target;      // 64 hex

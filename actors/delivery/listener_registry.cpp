@@ -82,9 +82,14 @@ listener_registry_state::on_request(const listener_registration_request& req) {
       }
       w.EndArray();
     } else {
-      auto n = db::register_listener_targets(*conn, req.community_id, req.listener, keys);
+      auto n = db::register_listener_targets(*conn, req.community_id, req.listener, keys,
+                                             settings.max_registrations);
+      if (!n)
+        return json_error(409, "rate-limited: a listener holds at most "
+                                 + std::to_string(settings.max_registrations)
+                                 + " registrations in a community; let some expire first");
       w.Key("registered");
-      w.Uint64(n);
+      w.Uint64(*n);
     }
     w.EndObject();
     return {200, std::string{buf.GetString(), buf.GetSize()}};

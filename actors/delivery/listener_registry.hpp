@@ -22,6 +22,9 @@ std::string json_error_body(std::string_view message);
 struct listener_registry_settings {
   std::string database_url;
   size_t max_pubkeys = 1000;  // per request
+  // Per (listener, community): the table grows only by what a listener
+  // registers, and a key is trusted with deliveries, not with the database.
+  size_t max_registrations = 10000;
   std::chrono::seconds registration_ttl{30 * 24 * 3600};
   std::chrono::seconds outbox_retention{900};
   caf::timespan reap_interval = std::chrono::seconds(60);  // 0: no timer

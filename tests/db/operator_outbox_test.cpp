@@ -307,6 +307,18 @@ TEST_F(OutboxTest, RegistrationsListRenewAndReap) {
                std::invalid_argument);
 }
 
+// The cap counts what the listener holds in the community with what it adds;
+// renewing keys it holds adds nothing; over the cap nothing is written.
+TEST_F(OutboxTest, RegistrationsStopAtTheCapWithNothingWritten) {
+  auto c = community();
+  const std::string t3(64, 'c'), t4(64, 'd');
+  EXPECT_EQ(db::register_listener_targets(conn(), c, listener1, {target1, target2}, 3), 2u);
+  EXPECT_EQ(db::register_listener_targets(conn(), c, listener1, {target1, target2, t3}, 3), 3u);
+  EXPECT_FALSE(db::register_listener_targets(conn(), c, listener1, {t3, t4}, 3));
+  EXPECT_EQ(db::list_listener_targets(conn(), c, listener1).size(), 3u);
+  EXPECT_EQ(db::register_listener_targets(conn(), c, listener2, {t4}, 3), 1u);  // per listener
+}
+
 // ---- claims and completions -------------------------------------------------------------
 
 TEST_F(OutboxTest, ClaimReturnsWhatADeliveryNeeds) {
