@@ -215,6 +215,38 @@ TEST_F(OperatorListenerE2E, ListenerThatNeverAnswersIsRetriedLaterAndHoldsUpNobo
   EXPECT_EQ(gateway::http_request("127.0.0.1", port_, "GET", "/healthz").status, 200u);
 }
 
+// Must-show 4, first half: the LISTEN backend is terminated mid-run; the
+// next mention is still delivered, and on its commit (the reconnect's
+// catch-up claim or the new LISTEN), not at an idle poll. The latencies are
+// printed for the note, not asserted.
+TEST_F(OperatorListenerE2E, TerminatedListenBackendStillDeliversTheNextMention) {
+  ASSERT_EQ(signed_call("alpha.test", listener_sk, "POST", pubkeys_body({key('9')})).status, 200u);
+  auto c = login("alpha.test", bob);
+  auto before = server_->count("/wake");
+  auto send = [&](const std::string& text) {
+    auto ok = publish(*c, signed_event(bob, 9, text, {{"p", key('9')}}));
+    auto acked = std::chrono::steady_clock::now();
+    EXPECT_NE(ok.find(",true,"), std::string::npos) << ok;
+    auto got = server_->wait_for("/wake", ++before, 5s);
+    EXPECT_EQ(got.size(), before) << "not delivered within 5 s: " << text;
+    return got.size() == before
+             ? std::chrono::duration<double, std::milli>(got.back().at - acked).count()
+             : -1.0;
+  };
+  std::printf("[ latency ] before: %.2f ms\n", send("before"));
+  {
+    auto conn = db_->connect();
+    pqxx::nontransaction tx(*conn);
+    auto r = tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = current_database() AND query LIKE 'LISTEN%'");
+    ASSERT_EQ(r.size(), 1u) << "one LISTEN backend";
+  }
+  std::printf("[ latency ] right after pg_terminate_backend: %.2f ms\n", send("after the kill"));
+  std::this_thread::sleep_for(300ms);  // the reconnect (100 ms backoff) is done by then
+  for (int i = 0; i < 3; ++i)
+    std::printf("[ latency ] after the reconnect: %.2f ms\n", send("later " + std::to_string(i)));
+}
+
 TEST(OperatorListenerConfig, MalformedEntriesAreNamed) {
   std::map<std::string, std::string> out;
   const std::string k = std::string(64, 'a');
