@@ -20,7 +20,9 @@ using namespace sql;
 namespace {
 
 // One row per (source, distinct target) in, one outbox row per registered
-// listener of that target out. The events the rows name were inserted by this
+// listener of that target out, at most $8 per event (the first targets as
+// the event names them): one event cannot fan out into an unbounded number
+// of deliveries. The events the rows name were inserted by this
 // transaction (the caller's promise), so a conflict can only be the same
 // (listener, target, community, event) twice, which DO NOTHING absorbs.
 // pg_notify runs in the same statement and only when rows were added: CASE
@@ -30,17 +32,23 @@ constexpr const char* stmt_enqueue = "waggle_ol_enqueue";
 constexpr const char* sql_enqueue = R"sql(
 WITH src AS (
   SELECT DISTINCT u.community_id, decode(u.event_hex, 'hex') AS event_id, u.kind, u.created_at,
-         decode(u.target_hex, 'hex') AS target
-    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[])
-         AS u(community_id, event_hex, kind, created_at, target_hex)
-), ins AS (
-  INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id,
-                                        event_kind, event_created_at)
-  SELECT s.community_id, r.listener_pubkey, s.target, s.event_id, s.kind, s.created_at
+         decode(u.target_hex, 'hex') AS target, u.ord
+    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $7::int[])
+         AS u(community_id, event_hex, kind, created_at, target_hex, ord)
+), matched AS (
+  SELECT s.community_id, r.listener_pubkey, s.target, s.event_id, s.kind, s.created_at,
+         row_number() OVER (PARTITION BY s.community_id, s.event_id
+                            ORDER BY s.ord, r.listener_pubkey) AS n
     FROM src s
     JOIN operator_listener_pubkeys r ON r.community_id = s.community_id
                                     AND r.target_pubkey = s.target
-   ORDER BY s.community_id, r.listener_pubkey, s.target, s.event_id
+), ins AS (
+  INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id,
+                                        event_kind, event_created_at)
+  SELECT m.community_id, m.listener_pubkey, m.target, m.event_id, m.kind, m.created_at
+    FROM matched m
+   WHERE m.n <= $8
+   ORDER BY m.community_id, m.listener_pubkey, m.target, m.event_id
   ON CONFLICT (community_id, listener_pubkey, target_pubkey, event_id) DO NOTHING
   RETURNING 1
 ), added AS (SELECT count(*) AS n FROM ins)
@@ -84,11 +92,14 @@ DELETE FROM operator_listener_pubkeys r USING communities co
  WHERE r.community_id = co.id AND r.created_at < now() - $1::bigint * interval '1 second'
 )sql";
 
-// The claim, in one statement: for each listener, lock up to $2 due rows,
-// oldest due first (SKIP LOCKED: rows another supervisor is claiming right
-// now are left to it, nobody waits); keep the $2 oldest of those; delete the
-// ones whose event is no longer live or whose listener may no longer read
-// the community, and claim the rest.
+// The claim, in one statement: for each listener with room (requests it
+// may still have out), lock up to $2 due rows, oldest due first (SKIP
+// LOCKED: rows another supervisor is claiming right now are left to it,
+// nobody waits); keep at most `room` of each listener's, then take them
+// round-robin (every listener's oldest, then every listener's second, ...)
+// up to $2, so one listener's backlog never fills the free slots while
+// another's rows wait; delete the ones whose event is no longer live or that
+// the listener may no longer read, and claim the rest.
 // Locked rows that are not kept stay locked until this transaction ends
 // (milliseconds), and a concurrent claimer skips them meanwhile. A sending
 // row is due again when its lease (next_attempt_at) ran out; its new claim_id
@@ -97,28 +108,49 @@ DELETE FROM operator_listener_pubkeys r USING communities co
 // data-modifying WITH always runs to completion).
 constexpr const char* stmt_claim = "waggle_ol_claim";
 constexpr const char* sql_claim = R"sql(
-WITH c AS (
-  SELECT d.community_id, d.id, d.event_id, d.listener_pubkey
-    FROM (SELECT DISTINCT decode(x, 'hex') AS listener FROM unnest($1::text[]) AS x) AS l
-   CROSS JOIN LATERAL (
-         SELECT o.community_id, o.id, o.event_id, o.listener_pubkey, o.next_attempt_at
-           FROM operator_listener_outbox o
-          WHERE o.listener_pubkey = l.listener
-            AND o.next_attempt_at <= now() AND o.attempts < $3
-            AND o.created_at > now() - $4::bigint * interval '1 second'
-          ORDER BY o.next_attempt_at, o.id
-          LIMIT $2
-            FOR UPDATE SKIP LOCKED) AS d
-   ORDER BY d.next_attempt_at, d.id
+WITH l AS (
+  SELECT decode(u.x, 'hex') AS listener, u.room
+    FROM unnest($1::text[], $6::int[]) AS u(x, room)
+   WHERE u.room > 0
+), c AS (
+  SELECT r.community_id, r.id, r.event_id, r.listener_pubkey
+    FROM (SELECT d.*, l.room,
+                 row_number() OVER (PARTITION BY d.listener_pubkey
+                                    ORDER BY d.next_attempt_at, d.id) AS turn
+            FROM l CROSS JOIN LATERAL (
+                 SELECT o.community_id, o.id, o.event_id, o.listener_pubkey, o.next_attempt_at
+                   FROM operator_listener_outbox o
+                  WHERE o.listener_pubkey = l.listener
+                    AND o.next_attempt_at <= now() AND o.attempts < $3
+                    AND o.created_at > now() - $4::bigint * interval '1 second'
+                  ORDER BY o.next_attempt_at, o.id
+                  LIMIT $2
+                    FOR UPDATE SKIP LOCKED) AS d) AS r
+   WHERE r.turn <= r.room
+   ORDER BY r.turn, r.next_attempt_at, r.id
    LIMIT $2
 ), live AS (
   -- Deliverable: the event is still there, and the listener may still read
-  -- its community (not banned; a member, unless the community is open): a
-  -- listener removed from a closed community gets none of its events.
+  -- it. The community: not banned; a member, unless the community is open
+  -- (a listener removed from a closed community gets none of its events).
+  -- The channel, for an event posted in one: not deleted, and open or the
+  -- listener an active member (a private channel's mentions reach only a
+  -- listener that could read the channel itself: registering a target
+  -- proves nothing about the listener's own access).
   SELECT c.community_id, c.id,
          EXISTS (SELECT 1 FROM events e
                   WHERE e.community_id = c.community_id AND e.id = c.event_id
-                    AND e.deleted_at IS NULL)
+                    AND e.deleted_at IS NULL
+                    AND (e.channel IS NULL
+                         OR EXISTS (SELECT 1 FROM channels ch
+                                     WHERE ch.community_id = e.community_id AND ch.id = e.channel
+                                       AND ch.deleted_at IS NULL
+                                       AND (ch.visibility = 'open'
+                                            OR EXISTS (SELECT 1 FROM channel_members cm
+                                                        WHERE cm.community_id = ch.community_id
+                                                          AND cm.channel_id = ch.id
+                                                          AND cm.pubkey = c.listener_pubkey
+                                                          AND cm.removed_at IS NULL)))))
          AND NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b
                           WHERE b.community_id = c.community_id AND b.pubkey = c.listener_pubkey)
          AND EXISTS (SELECT 1 FROM communities co
@@ -179,7 +211,8 @@ constexpr const char* stmt_state = "waggle_ol_state";
 constexpr const char* sql_state = R"sql(
 SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
        extract(epoch FROM min(next_attempt_at)
-                 FILTER (WHERE attempts < $2::int AND created_at > now() - $3::bigint * interval '1 second')
+                 FILTER (WHERE attempts < $2::int AND created_at > now() - $3::bigint * interval '1 second'
+                           AND listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($4::text[]) AS x))
                - now())::float8
   FROM operator_listener_outbox
  WHERE listener_pubkey IN (SELECT decode(x, 'hex') FROM unnest($1::text[]) AS x)
@@ -216,23 +249,25 @@ bool wakes_listeners(int32_t kind) {
 }
 
 size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& stored) {
-  array_literal community, event, kind, created, target;
+  array_literal community, event, kind, created, target, ord;
   bool any = false;
   for (const auto& s : stored) {
     if (!s.ev || !wakes_listeners(s.ev->kind))
       continue;
     // Only the canonical spelling of a key names it: what a registration
-    // stores (64 lowercase hex); anything else names no target.
-    std::set<std::string_view> targets;
-    for (const auto& t : s.ev->tags)
-      if (t.size() >= 2 && t[0] == "p" && is_hex64(t[1]))
-        targets.insert(t[1]);
-    for (auto p : targets) {
+    // stores (64 lowercase hex); anything else names no target. In tag
+    // order, so the per-event cap keeps the first targets the author named.
+    std::set<std::string_view> seen;
+    int64_t position = 0;
+    for (const auto& t : s.ev->tags) {
+      if (t.size() < 2 || t[0] != "p" || !is_hex64(t[1]) || !seen.insert(t[1]).second)
+        continue;
       community.integer(s.community_id);
       event.text(s.ev->id);
       kind.integer(s.ev->kind);
       created.integer(s.ev->created_at);
-      target.text(p);
+      target.text(t[1]);
+      ord.integer(position++);
       any = true;
     }
   }
@@ -241,7 +276,8 @@ size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& store
     return 0;
   prepare(tx.conn());
   auto r = tx.exec_prepared(stmt_enqueue, community.str(), event.str(), kind.str(), created.str(),
-                            target.str(), delivery_wake_channel);
+                            target.str(), delivery_wake_channel, ord.str(),
+                            static_cast<int64_t>(max_deliveries_per_event));
   return r[0][0].as<size_t>();
 }
 
@@ -295,16 +331,21 @@ size_t reap_listener_registrations(pqxx::connection& conn, std::chrono::seconds 
   return static_cast<size_t>(r.affected_rows());
 }
 
-std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
-                                               const std::vector<std::string>& listeners,
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx, const std::vector<listener_room>& rooms,
                                                size_t n, const claim_settings& settings) {
   std::vector<claimed_delivery> out;
-  if (listeners.empty() || n == 0)
+  array_literal keys, room;
+  std::set<std::string_view> seen;
+  for (const auto& r : rooms)
+    if (r.room > 0 && seen.insert(r.listener).second) {
+      keys.text(r.listener);
+      room.integer(r.room);
+    }
+  if (seen.empty() || n == 0)
     return out;
   prepare(tx.conn());
-  auto r = tx.exec_prepared(stmt_claim, hex_array(listeners), static_cast<int64_t>(n),
-                            settings.max_attempts, seconds_of(settings.retention),
-                            seconds_of(settings.lease));
+  auto r = tx.exec_prepared(stmt_claim, keys.str(), static_cast<int64_t>(n), settings.max_attempts,
+                            seconds_of(settings.retention), seconds_of(settings.lease), room.str());
   out.reserve(r.size());
   for (const auto& row : r) {
     claimed_delivery d;
@@ -324,14 +365,33 @@ std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
 }
 
 std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
-                                               const std::vector<std::string>& listeners,
-                                               size_t n, const claim_settings& settings) {
-  if (listeners.empty() || n == 0)
-    return {};
+                                               const std::vector<listener_room>& rooms, size_t n,
+                                               const claim_settings& settings) {
   pqxx::work tx(conn);
-  auto out = claim_deliveries(tx, listeners, n, settings);
+  auto out = claim_deliveries(tx, rooms, n, settings);
   tx.commit();
   return out;
+}
+
+namespace {
+std::vector<listener_room> full_rooms(const std::vector<std::string>& listeners, size_t n) {
+  std::vector<listener_room> rooms;
+  for (const auto& l : listeners)
+    rooms.push_back({l, static_cast<uint32_t>(n)});
+  return rooms;
+}
+}  // namespace
+
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings) {
+  return claim_deliveries(tx, full_rooms(listeners, n), n, settings);
+}
+
+std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
+                                               const std::vector<std::string>& listeners,
+                                               size_t n, const claim_settings& settings) {
+  return claim_deliveries(conn, full_rooms(listeners, n), n, settings);
 }
 
 completion_result complete_delivery(pqxx::connection& conn, const claimed_delivery& row,
@@ -368,14 +428,15 @@ size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention) {
 }
 
 outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners,
-                               const claim_settings& settings) {
+                               const claim_settings& settings,
+                               const std::vector<std::string>* due_for) {
   outbox_state out;
   if (listeners.empty())
     return out;
   prepare(conn);
   pqxx::read_transaction tx(conn);
   auto r = tx.exec_prepared(stmt_state, hex_array(listeners), settings.max_attempts,
-                            seconds_of(settings.retention));
+                            seconds_of(settings.retention), hex_array(due_for ? *due_for : listeners));
   tx.commit();
   out.rows = r[0][0].as<size_t>();
   out.oldest_age_seconds = r[0][1].as<double>();

@@ -24,6 +24,10 @@ inline constexpr const char* delivery_wake_channel = "waggle_delivery";
 // Kinds whose `p` tags wake listeners: 9 (chat), 40002, 45001, 45003.
 bool wakes_listeners(int32_t kind);
 
+// At most this many outbox rows per event, for the targets it names first:
+// one event must not turn into an unbounded number of deliveries.
+inline constexpr size_t max_deliveries_per_event = 32;
+
 // One stored event that may mention registered targets.
 struct mention_source {
   int64_t community_id = 0;
@@ -35,7 +39,7 @@ struct mention_source {
 // for the whole batch, whatever its size, inserting one outbox row per
 // (listener, target, community, event) for every distinct 32-byte hex `p`
 // tag of a wakes_listeners kind naming a registered target (ON CONFLICT DO
-// NOTHING), and calling pg_notify(delivery_wake_channel) only when it added
+// NOTHING; at most max_deliveries_per_event per event, in tag order), and calling pg_notify(delivery_wake_channel) only when it added
 // rows. Returns the rows added. Sources of other kinds are skipped without a
 // statement; no statement at all when none is left.
 size_t enqueue_mentions(pqxx::work& tx, const std::vector<mention_source>& stored);
@@ -86,20 +90,37 @@ struct claimed_delivery {
   int64_t created_at = 0;   // unix seconds, when the row was written
 };
 
-// Claims up to `n` rows for `listeners` (64 hex; rows of other listeners are
-// left to nodes that route them): due pending rows, and sending rows whose
-// lease ran out (their old claim_id is then fenced out), newer than the
-// retention and below max_attempts, FOR UPDATE SKIP LOCKED, oldest due
-// first. Each claimed row gets one fresh claim_id, state 'sending', a lease
-// (next_attempt_at = lease_until, so an expired lease is simply due again)
-// and attempts + 1. Rows whose event was deleted (NIP-09) or reaped are
-// deleted instead of claimed. One transaction.
+// A listener and how many more requests it may have out (its room).
+struct listener_room {
+  std::string listener;  // 64 hex
+  uint32_t room = 0;
+};
+
+// Claims up to `n` rows for the listeners with room (rows of other
+// listeners are left to nodes that route them), at most `room` of each,
+// round-robin across listeners (each one's oldest due first, then each one's
+// second, ...): due pending rows, and sending rows whose lease ran out
+// (their old claim_id is then fenced out), newer than the retention and
+// below max_attempts, FOR UPDATE SKIP LOCKED. Each claimed row gets one fresh
+// claim_id, state 'sending', a lease (next_attempt_at = lease_until, so an
+// expired lease is simply due again) and attempts + 1. Rows whose event was
+// deleted (NIP-09) or reaped, or that the listener may no longer read (the
+// community's rules, and a private channel's membership), are deleted
+// instead of claimed. One transaction.
+std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
+                                               const std::vector<listener_room>& rooms, size_t n,
+                                               const claim_settings& settings = {});
+
+// The same with room `n` for every listener.
 std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
                                                const std::vector<std::string>& listeners,
                                                size_t n, const claim_settings& settings = {});
 
-// The same claim inside the caller's transaction (no COMMIT): the claimed rows
-// stay locked until it ends (tests hold a claim open this way).
+// The same claims inside the caller's transaction (no COMMIT): the claimed
+// rows stay locked until it ends (tests hold a claim open this way).
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
+                                               const std::vector<listener_room>& rooms, size_t n,
+                                               const claim_settings& settings = {});
 std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx,
                                                const std::vector<std::string>& listeners,
                                                size_t n, const claim_settings& settings = {});
@@ -128,13 +149,17 @@ size_t reap_outbox(pqxx::connection& conn, std::chrono::seconds retention);
 // was written (0 when empty), and when the earliest row a claim could take
 // is due (seconds from now, may be negative; nullopt when none): rows past
 // max_attempts or the retention never are, and counting them would make the
-// supervisor claim in a loop until the reaper took them.
+// supervisor claim in a loop until the reaper took them. `due_for` (default:
+// all of `listeners`) limits the due reading to listeners with room: a
+// listener at its in-flight cap is claimed for when a slot frees, and its
+// due rows must not arm a claim that could not take them.
 struct outbox_state {
   double oldest_age_seconds = 0;
   std::optional<double> next_due_in_seconds;
   size_t rows = 0;
 };
 outbox_state read_outbox_state(pqxx::connection& conn, const std::vector<std::string>& listeners,
-                               const claim_settings& settings = {});
+                               const claim_settings& settings = {},
+                               const std::vector<std::string>* due_for = nullptr);
 
 }  // namespace waggle::db

@@ -536,5 +536,129 @@ TEST_F(OutboxTest, RowsNoClaimCanTakeAreNeverDue) {
   EXPECT_FALSE(st.next_due_in_seconds) << *st.next_due_in_seconds;
 }
 
+// Red-team D0: a mention posted in a private channel reaches only a listener
+// that could read the channel itself (an active member); registering the
+// channel's members as targets gives a community member who is not in the
+// channel nothing. Open channels reach every listener that may read the
+// community; a deleted channel's mentions reach nobody.
+TEST_F(OutboxTest, PrivateChannelMentionsReachOnlyListenersInTheChannel) {
+  auto c = community();
+  const auto author = make_event(1, 1, 1, {}, "").pubkey;
+  const auto cid = std::to_string(c);
+  auto channel = [&](const std::string& id, const std::string& visibility) {
+    sql("INSERT INTO channels (community_id, id, visibility, created_by) VALUES (" + cid + ", '" +
+        id + "', '" + visibility + "', decode('" + author + "', 'hex'))");
+    sql("INSERT INTO channel_members (community_id, channel_id, pubkey, role, added_by) VALUES (" +
+        cid + ", '" + id + "', decode('" + author + "', 'hex'), 'owner', decode('" + author +
+        "', 'hex'))");
+  };
+  channel("secret", "private");
+  channel("lobby", "open");
+  channel("gone", "open");
+  sql("INSERT INTO channel_members (community_id, channel_id, pubkey, role, added_by) VALUES (" +
+      cid + ", 'secret', decode('" + listener2 + "', 'hex'), 'bot', decode('" + author +
+      "', 'hex'))");
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target1});
+  auto in = [&](const std::string& ch, int64_t at) {
+    auto ev = make_event(1, 9, at, {{"h", ch}, {"p", target1}}, "in " + ch);
+    EXPECT_EQ(write1(c, ev), write_outcome::stored) << ch;
+    return ev;
+  };
+  in("secret", 1000);
+  in("lobby", 1001);
+  in("gone", 1002);
+  ASSERT_EQ(outbox_rows(c), 6);
+  sql("UPDATE channels SET deleted_at = now() WHERE community_id = " + cid + " AND id = 'gone'");
+
+  auto channels_of = [&](const std::vector<db::claimed_delivery>& rows) {
+    std::vector<std::string> out;
+    for (const auto& r : rows)
+      out.push_back(r.event_raw.find("in secret") != std::string::npos  ? "secret"
+                    : r.event_raw.find("in lobby") != std::string::npos ? "lobby"
+                                                                        : "gone");
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(channels_of(db::claim_deliveries(conn(), {listener1}, 10)),
+            std::vector<std::string>{"lobby"});
+  EXPECT_EQ(channels_of(db::claim_deliveries(conn(), {listener2}, 10)),
+            (std::vector<std::string>{"lobby", "secret"}));
+  EXPECT_EQ(outbox_rows(c), 3) << "the three unreadable rows are deleted, never sent";
+
+  // Removed from the channel after the row was written: not sent either.
+  auto later = in("secret", 1003);
+  sql("UPDATE channel_members SET removed_at = now(), removed_by = decode('" + author +
+      "', 'hex') WHERE community_id = " + cid + " AND channel_id = 'secret' AND pubkey = decode('" +
+      listener2 + "', 'hex')");
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener2}, 10).empty());
+  EXPECT_EQ(rows_of(c, listener2, target1, later.id), 0);
+}
+
+// Red-team D1: claims take listeners in turns (every listener's oldest due
+// row, then every listener's second, ...) and never more of one listener's
+// than its room, so one listener's backlog cannot fill every free slot.
+TEST_F(OutboxTest, ClaimsTakeListenersInTurnsWithinTheirRoom) {
+  using rooms = std::vector<db::listener_room>;
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  register_targets(c, listener2, {target2});
+  std::vector<proto::event> evs;
+  for (int i = 0; i < 10; ++i)  // listener1's backlog, due first
+    evs.push_back(make_event(1, 9, 1000 + i, {{"p", target1}}, "one " + std::to_string(i)));
+  for (int i = 0; i < 3; ++i)
+    evs.push_back(make_event(1, 9, 2000 + i, {{"p", target2}}, "two " + std::to_string(i)));
+  for (size_t i = 0; i < evs.size(); ++i)  // one batch each, so listener1's rows are due first
+    ASSERT_EQ(write1(c, evs[i]), write_outcome::stored);
+  auto count_of = [](const std::vector<db::claimed_delivery>& rows, const std::string& l) {
+    return std::count_if(rows.begin(), rows.end(),
+                         [&](const db::claimed_delivery& r) { return r.listener == l; });
+  };
+  pqxx::work tx(conn());
+  auto first = db::claim_deliveries(tx, rooms{{listener1, 4}, {listener2, 4}}, 4);
+  EXPECT_EQ(count_of(first, listener1), 2) << "in turns, not the four due first";
+  EXPECT_EQ(count_of(first, listener2), 2);
+  tx.abort();
+
+  pqxx::work tx2(conn());
+  auto roomy = db::claim_deliveries(tx2, rooms{{listener1, 1}, {listener2, 4}}, 4);
+  EXPECT_EQ(count_of(roomy, listener1), 1) << "listener1 has room for one";
+  EXPECT_EQ(count_of(roomy, listener2), 3);
+  auto none = db::claim_deliveries(tx2, rooms{{listener1, 0}}, 4);
+  EXPECT_TRUE(none.empty()) << "no room, no claim";
+  tx2.abort();
+
+  // The due reading for the next claim counts only listeners with room.
+  const std::vector<std::string> only2{listener2};
+  auto st = db::read_outbox_state(conn(), {listener1, listener2}, {}, &only2);
+  ASSERT_TRUE(st.next_due_in_seconds);
+  db::claim_deliveries(conn(), rooms{{listener2, 4}}, 4);
+  st = db::read_outbox_state(conn(), {listener1, listener2}, {}, &only2);
+  ASSERT_TRUE(st.next_due_in_seconds);
+  EXPECT_GT(*st.next_due_in_seconds, 20.0)
+    << "only listener2's leases count; listener1's due rows do not arm a claim it has no room for";
+  EXPECT_EQ(st.rows, 13u);
+}
+
+// Red-team D1: one event names at most max_deliveries_per_event registered
+// targets' listeners; the first ones in tag order.
+TEST_F(OutboxTest, OneEventMakesAtMostTheCapOfDeliveriesInTagOrder) {
+  auto c = community();
+  std::vector<std::string> targets;
+  std::vector<proto::tag> tags;
+  for (int i = 0; i < 40; ++i) {
+    char buf[65];
+    std::snprintf(buf, sizeof buf, "%064x", 0xbeef00 + (39 - i));  // descending: tag order != key order
+    targets.push_back(buf);
+    tags.push_back({"p", buf});
+  }
+  register_targets(c, listener1, targets);
+  auto ev = mention(1000, tags);
+  ASSERT_EQ(write1(c, ev), write_outcome::stored);
+  EXPECT_EQ(outbox_rows(c), static_cast<int64_t>(db::max_deliveries_per_event));
+  EXPECT_EQ(rows_of(c, listener1, targets.front(), ev.id), 1) << "the first named is kept";
+  EXPECT_EQ(rows_of(c, listener1, targets.back(), ev.id), 0) << "the 40th is past the cap";
+}
+
 }  // namespace
 }  // namespace waggle::pgtest
