@@ -21,6 +21,11 @@ std::chrono::milliseconds delivery_backoff(int32_t attempt, int32_t max_exponent
   return std::chrono::milliseconds(int64_t{1000} << exponent);
 }
 
+std::chrono::seconds delivery_lease(std::chrono::milliseconds request_timeout) {
+  const auto timeout_s = (request_timeout.count() + 999) / 1000;
+  return std::chrono::seconds(std::max<int64_t>(30, 2 * timeout_s + 10));
+}
+
 namespace {
 bool lower_hex64(const std::string_view s) {
   return s.size() == 64

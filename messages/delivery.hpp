@@ -38,8 +38,14 @@ struct delivery_response {
 
 // -- supervisor <-> store (the detached actor that owns the queue's connection) --
 
+// `max_rows` is the free slots; `per_route_max` (0: no cap) bounds the
+// requests one receiver may have out at once, counting `busy_routes` (one
+// entry per request out now), so a receiver that never answers holds at most
+// that many slots and never the whole supervisor.
 struct delivery_claim_request {
   uint32_t max_rows = 0;
+  uint32_t per_route_max = 0;
+  std::vector<std::string> busy_routes;
 };
 struct delivery_claim_reply {
   std::vector<delivery_job> jobs;
@@ -118,6 +124,12 @@ delivery_verdict classify_delivery(const delivery_response& r);
 // 2^(attempt-1) seconds, the exponent capped at `max_exponent`.
 std::chrono::milliseconds delivery_backoff(int32_t attempt, int32_t max_exponent = 7);
 
+// How long a claim holds its row: a request may take `request_timeout`, and
+// its completion must land before the lease runs out, or another claimer
+// sends the row again while the first request may still succeed (twice at
+// once). Twice the timeout plus 10 s, at least 30 s.
+std::chrono::seconds delivery_lease(std::chrono::milliseconds request_timeout);
+
 // The registration body: {"pubkeys": [64 hex, ...]} with 1..max keys, each
 // lowercase 64 hex. On error, `why` says what is wrong.
 bool parse_listener_pubkeys(std::string_view body, size_t max, std::vector<std::string>& keys,
@@ -136,7 +148,8 @@ typename Inspector::result_type inspect(Inspector& f, delivery_response& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_claim_request& x) {
-  return f(caf::meta::type_name("delivery_claim_request"), x.max_rows);
+  return f(caf::meta::type_name("delivery_claim_request"), x.max_rows, x.per_route_max,
+           x.busy_routes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_claim_reply& x) {

@@ -7,12 +7,20 @@
 
 namespace waggle {
 
+namespace {
+// Far below the supervisor's store_timeout (30 s): a claim slow enough to
+// miss the supervisor's wait is cancelled and rolls back instead of
+// committing rows nobody will send until their lease runs out.
+constexpr const char* store_statement_timeout = "SET statement_timeout = 5000";
+}  // namespace
+
 void delivery_store_state::init(delivery_store_ptr self_ptr, std::string database_url,
                                 std::string role, std::shared_ptr<delivery_source> s,
                                 node_env e) {
   self = self_ptr;
   session = std::make_unique<db::session>(std::move(database_url), std::move(role),
-                                          std::vector<std::string>{}, log::session_report);
+                                          std::vector<std::string>{store_statement_timeout},
+                                          log::session_report);
   source = std::move(s);
   env = std::move(e);
 }
@@ -25,7 +33,7 @@ delivery_claim_reply delivery_store_state::on_claim(const delivery_claim_request
     return reply;
   }
   try {
-    reply = source->claim(*conn, req.max_rows);
+    reply = source->claim(*conn, req);
   } catch (const pqxx::broken_connection&) {
     session->reset();
     reply = {};

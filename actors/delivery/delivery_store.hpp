@@ -21,9 +21,11 @@ namespace waggle {
 class delivery_source {
  public:
   virtual ~delivery_source() = default;
-  // Claims up to `n` due rows as jobs (url and body built), and when fewer
-  // than `n` were due, when the next pending row is.
-  virtual delivery_claim_reply claim(pqxx::connection& conn, uint32_t n) = 0;
+  // Claims up to `req.max_rows` due rows as jobs (url and body built), at
+  // most `req.per_route_max` out at once per route counting
+  // `req.busy_routes`, and when fewer were due, when the next pending row a
+  // claim could take is.
+  virtual delivery_claim_reply claim(pqxx::connection& conn, const delivery_claim_request& req) = 0;
   virtual delivery_completion complete(pqxx::connection& conn,
                                        const delivery_complete_request& req) = 0;
 };

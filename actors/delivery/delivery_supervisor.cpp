@@ -32,6 +32,7 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
     if (env.trace)
       env.trace->spawned(name, caf::actor_cast<caf::actor>(slots.back()));
   }
+  slot_routes.resize(slots.size());
   // Highest index on top: slot 0 is taken first (stable traces).
   for (uint32_t i = static_cast<uint32_t>(slots.size()); i-- > 0;)
     free_slots.push_back(i);
@@ -48,8 +49,14 @@ void delivery_supervisor_state::claim() {
   }
   claiming = true;
   claim_again = false;
-  self->request(store, settings.store_timeout,
-                delivery_claim_request{static_cast<uint32_t>(free_slots.size())})
+  delivery_claim_request req{static_cast<uint32_t>(free_slots.size()), settings.per_route, {}};
+  std::vector<bool> is_free(slots.size(), false);
+  for (auto i : free_slots)
+    is_free[i] = true;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (!is_free[i])
+      req.busy_routes.push_back(slot_routes[i]);
+  self->request(store, settings.store_timeout, std::move(req))
     .then([this](delivery_claim_reply& reply) { on_claimed(reply); },
           [this](caf::error& err) {
             log::warn("delivery", "claim got no answer",
@@ -75,6 +82,7 @@ void delivery_supervisor_state::on_claimed(delivery_claim_reply& reply) {
     oldest_ms = std::max(oldest_ms, now_ms - job.created_at * 1000);
     auto slot = free_slots.back();
     free_slots.pop_back();
+    slot_routes[slot] = job.route;
     self->send(slots[slot], delivery_attempt{std::move(job)});
   }
   if (env.stats) {
@@ -105,6 +113,7 @@ void delivery_supervisor_state::on_claimed(delivery_claim_reply& reply) {
 
 void delivery_supervisor_state::on_done(delivery_done& d) {
   free_slots.push_back(d.slot);
+  slot_routes[d.slot].clear();
   if (env.stats)
     env.stats->deliveries_in_flight = static_cast<int64_t>(in_flight());
   auto verdict = classify_delivery(d.response);

@@ -24,9 +24,15 @@ namespace waggle {
 struct delivery_settings {
   std::string queue = "operator_listener";  // the metric label
   uint32_t slots = 10;
+  // Requests one receiver (route) may have out at once (0: no cap): a
+  // receiver that never answers holds this many slots, never all of them.
+  uint32_t per_route = 4;
   caf::timespan poll_min = std::chrono::milliseconds(250);
   caf::timespan poll_max = std::chrono::seconds(2);
-  caf::timespan store_timeout = std::chrono::seconds(10);
+  // Well above the store session's statement_timeout (node_supervisor.cpp):
+  // a claim that commits must reach the supervisor, or its rows wait out
+  // their lease and pay an attempt for nothing.
+  caf::timespan store_timeout = std::chrono::seconds(30);
   std::chrono::milliseconds request_timeout{5000};
   int32_t max_backoff_exponent = 7;
   std::string relay_secret;  // for the slots' NIP-98
@@ -44,6 +50,7 @@ struct delivery_supervisor_state {
   node_env env;
   std::vector<delivery_slot_actor> slots;
   std::vector<uint32_t> free_slots;
+  std::vector<std::string> slot_routes;  // the route of each busy slot's job
   bool claiming = false;     // one claim at a time
   bool claim_again = false;  // woken while claiming
   bool listener_up = false;  // until the listen actor says so, the poll does not back off

@@ -1,9 +1,12 @@
 #include "actors/delivery/listener_source.hpp"
 
 #include <cmath>
+#include <string_view>
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include "actors/support/log.hpp"
 
 namespace waggle {
 
@@ -36,11 +39,31 @@ std::string listener_delivery_body(const db::claimed_delivery& row) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-delivery_claim_reply listener_source::claim(pqxx::connection& conn, uint32_t n) {
+delivery_claim_reply listener_source::claim(pqxx::connection& conn,
+                                            const delivery_claim_request& req) {
   delivery_claim_reply reply;
+  const uint32_t n = req.max_rows;
   if (keys_.empty() || n == 0)
     return reply;
-  auto rows = db::claim_deliveries(conn, keys_, n, settings_);
+  std::map<std::string_view, uint32_t> busy;
+  for (const auto& r : req.busy_routes)
+    ++busy[r];
+  std::vector<db::listener_room> rooms;
+  std::vector<std::string> with_room;
+  for (const auto& key : keys_) {
+    uint32_t room = n;
+    if (req.per_route_max > 0) {
+      auto out = busy.count(key) ? busy[key] : 0;
+      room = out >= req.per_route_max ? 0 : std::min(n, req.per_route_max - out);
+    }
+    if (room == 0)
+      continue;
+    rooms.push_back({key, room});
+    with_room.push_back(key);
+  }
+  if (rooms.empty())
+    return reply;  // every listener is at its cap: a slot that frees claims again
+  auto rows = db::claim_deliveries(conn, rooms, n, settings_);
   for (const auto& row : rows) {
     delivery_job job;
     job.community_id = row.community_id;
@@ -55,10 +78,19 @@ delivery_claim_reply listener_source::claim(pqxx::connection& conn, uint32_t n) 
     reply.jobs.push_back(std::move(job));
   }
   if (rows.size() < n) {
-    auto st = db::read_outbox_state(conn, keys_, settings_);
-    if (st.next_due_in_seconds)
-      reply.next_due_ms = std::max<int64_t>(
-        0, static_cast<int64_t>(std::ceil(*st.next_due_in_seconds * 1000.0)));
+    // The claim has committed: its jobs must reach the slots whatever this
+    // reading does (a failure here would otherwise cost every claimed row
+    // an attempt and its lease). Without it the idle poll finds the next row.
+    try {
+      auto st = db::read_outbox_state(conn, keys_, settings_, &with_room);
+      if (st.next_due_in_seconds)
+        reply.next_due_ms = std::max<int64_t>(
+          0, static_cast<int64_t>(std::ceil(*st.next_due_in_seconds * 1000.0)));
+    } catch (const std::exception& e) {
+      // A broken connection shows again at the store's next statement,
+      // which resets the session.
+      log::warn("delivery_store", "next-due reading failed after a claim", {{"error", e.what()}});
+    }
   }
   return reply;
 }

@@ -19,7 +19,7 @@ class listener_source : public delivery_source {
   // listener key (64 hex) -> URL. Empty: claims nothing.
   explicit listener_source(std::map<std::string, std::string> listeners,
                            db::claim_settings settings = {});
-  delivery_claim_reply claim(pqxx::connection& conn, uint32_t n) override;
+  delivery_claim_reply claim(pqxx::connection& conn, const delivery_claim_request& req) override;
   delivery_completion complete(pqxx::connection& conn,
                                const delivery_complete_request& req) override;
 

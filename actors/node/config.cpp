@@ -315,6 +315,11 @@ const std::vector<option>& options() {
      text(&node_config::operator_listeners_text)},
     {{"--delivery-slots", "WAGGLE_DELIVERY_SLOTS", "listener deliveries in flight at most", "10"},
      number(&node_config::delivery_slots)},
+    {{"--delivery-per-listener", "WAGGLE_DELIVERY_PER_LISTENER",
+      "of the deliveries in flight, how many may go to one listener (a listener that never "
+      "answers holds no more)",
+      "4"},
+     number(&node_config::delivery_per_listener)},
     {{"--delivery-timeout-ms", "WAGGLE_DELIVERY_TIMEOUT_MS",
       "how long one delivery POST may take, connect to answer", "5000"},
      number(&node_config::delivery_timeout_ms)},
@@ -420,6 +425,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return st;
   if (cfg.delivery_slots == 0 || cfg.delivery_slots > 1000)
     return {ec::invalid, "delivery-slots must be within 1..1000"};
+  if (cfg.delivery_per_listener == 0 || cfg.delivery_per_listener > cfg.delivery_slots)
+    return {ec::invalid, "delivery-per-listener must be within 1..delivery-slots"};
   if (cfg.delivery_timeout_ms <= 0 || cfg.delivery_timeout_ms > 60'000)
     return {ec::invalid, "delivery-timeout-ms must be within 1..60000"};
   if (cfg.listener_probe_ms <= 0 || cfg.listener_probe_timeout_ms <= 0)

@@ -102,6 +102,7 @@ struct node_config {
   std::string operator_listeners_text;
   std::map<std::string, std::string> operator_listeners;
   uint32_t delivery_slots = 10;            // requests in flight at most
+  uint32_t delivery_per_listener = 4;      // of those, to one listener at most
   int64_t delivery_timeout_ms = 5000;      // one POST, start to answer
   std::string listen_database_url;         // the LISTEN connection; default database_url
   int64_t listener_probe_ms = 2000;        // liveness probe interval

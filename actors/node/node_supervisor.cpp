@@ -213,12 +213,15 @@ void node_supervisor_state::spawn_registry() {
 // claimed by the dead ones are claimed again when their lease runs out.
 void node_supervisor_state::spawn_delivery() {
   auto& sys = self->system();
-  auto source = std::make_shared<listener_source>(cfg.operator_listeners);
+  db::claim_settings claims;
+  claims.lease = delivery_lease(std::chrono::milliseconds(cfg.delivery_timeout_ms));
+  auto source = std::make_shared<listener_source>(cfg.operator_listeners, claims);
   auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
                                         std::string{"delivery-store"}, source,
                                         env.for_actor("delivery_store"));
   delivery_settings ds;
   ds.slots = cfg.delivery_slots;
+  ds.per_route = cfg.delivery_per_listener;
   ds.request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
   ds.relay_secret = signer.secret;
   delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,

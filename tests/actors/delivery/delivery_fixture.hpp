@@ -49,11 +49,13 @@ class fake_http_client : public gateway::http_client {
   size_t posted = 0;
 };
 
-// The store's queue: rows the test adds, claimed in order; completions kept.
+// The store's queue: rows the test adds, claimed in order (skipping rows of
+// a route at its per-route cap, as the real claim does); completions kept.
 struct fake_queue {
   std::deque<delivery_job> due;
   std::vector<delivery_complete_request> completions;
   std::vector<uint32_t> claims;  // max_rows of each claim
+  std::vector<std::vector<std::string>> busy_seen;  // busy_routes of each claim
   int64_t next_due_ms = -1;
   int64_t next_row = 1;
   void add(const std::string& url, int n = 1) {
@@ -77,10 +79,19 @@ inline delivery_store_actor::behavior_type fake_store(delivery_store_actor::poin
   return {
     [q](const delivery_claim_request& req) {
       q->claims.push_back(req.max_rows);
+      q->busy_seen.push_back(req.busy_routes);
+      std::map<std::string, uint32_t> out;
+      for (const auto& r : req.busy_routes)
+        ++out[r];
       delivery_claim_reply reply;
-      while (reply.jobs.size() < req.max_rows && !q->due.empty()) {
-        reply.jobs.push_back(q->due.front());
-        q->due.pop_front();
+      for (auto it = q->due.begin(); it != q->due.end() && reply.jobs.size() < req.max_rows;) {
+        if (req.per_route_max > 0 && out[it->route] >= req.per_route_max) {
+          ++it;
+          continue;
+        }
+        ++out[it->route];
+        reply.jobs.push_back(std::move(*it));
+        it = q->due.erase(it);
       }
       reply.next_due_ms = q->next_due_ms;
       return reply;

@@ -2,6 +2,8 @@
 // (docs/delivery.md): the in-flight cap, no head-of-line blocking, what each
 // answer means for its row, and the idle poll's cadence.
 
+#include <algorithm>
+
 #include "tests/actors/delivery/delivery_fixture.hpp"
 
 namespace waggle::testing {
@@ -18,10 +20,11 @@ class DeliverySupervisorTest : public actor_test {
   std::shared_ptr<fake_http_client> http = std::make_shared<fake_http_client>();
   node_env env = test_env();
 
-  delivery_supervisor_actor start(uint32_t slots = 10) {
+  delivery_supervisor_actor start(uint32_t slots = 10, uint32_t per_route = 0) {
     auto store = spawn(fake_store, queue);
     delivery_settings s;
     s.slots = slots;
+    s.per_route = per_route;
     s.relay_secret = std::string(63, '0') + "1";
     auto sup = spawn(delivery_supervisor_impl, store, http, s, env);
     run();
@@ -56,6 +59,33 @@ TEST_F(DeliverySupervisorTest, StalledEndpointHoldsOnlyItsOwnSlots) {
     done += c.verdict == delivery_verdict::delivered;
   EXPECT_EQ(done, 41u);
   EXPECT_EQ(env.stats->deliveries_in_flight.load(), 9);
+}
+
+// Red-team D1: a listener that never answers, with more rows due than there
+// are slots, holds at most its per-route share; the other listener's rows
+// all go out meanwhile (without the cap the stalled one took all 10 slots
+// and nothing else was ever sent).
+TEST_F(DeliverySupervisorTest, AListenerThatNeverAnswersHoldsAtMostItsShare) {
+  queue->add(stalled, 30);
+  queue->add(healthy, 20);
+  auto sup = start(10, 4);
+  EXPECT_EQ(http->pending_for(stalled), 4u);
+  size_t delivered = 0;
+  while (http->answer(200, healthy)) {
+    ++delivered;
+    run_capped(10);
+    ASSERT_LE(http->pending_for(stalled), 4u);
+  }
+  EXPECT_EQ(delivered, 20u);
+  EXPECT_EQ(http->pending_for(stalled), 4u);
+  EXPECT_EQ(queue->due.size(), 26u) << "the stalled listener's other rows wait their turn";
+  // Each claim named the routes with a request out: the stalled four.
+  EXPECT_EQ(std::count(queue->busy_seen.back().begin(), queue->busy_seen.back().end(), stalled), 4);
+  // A stalled answer frees its slot, and its route gets the next one.
+  ASSERT_TRUE(http->answer(0, stalled));
+  run_capped(10);
+  EXPECT_EQ(http->pending_for(stalled), 4u);
+  EXPECT_EQ(queue->due.size(), 25u);
 }
 
 TEST_F(DeliverySupervisorTest, EachRequestIsSignedAndNamesItsDelivery) {
@@ -95,6 +125,17 @@ TEST_F(DeliverySupervisorTest, RetriesBackOffExponentially) {
   EXPECT_EQ(delivery_backoff(9).count(), 128000);  // capped at 2^7 s
   EXPECT_EQ(classify_delivery({302, ""}), delivery_verdict::terminal);  // never followed
   EXPECT_EQ(classify_delivery({408, ""}), delivery_verdict::retry);
+}
+
+// Red-team D2: the lease outlasts the longest request and its completion, so
+// a row is never claimed again while its first request may still succeed.
+TEST_F(DeliverySupervisorTest, TheLeaseOutlastsTheRequestTimeout) {
+  EXPECT_EQ(delivery_lease(5000ms).count(), 30);  // the floor
+  EXPECT_EQ(delivery_lease(60000ms).count(), 130);
+  for (int64_t ms : {1, 999, 5000, 14000, 20001, 45000, 60000})
+    EXPECT_GE(std::chrono::milliseconds(delivery_lease(std::chrono::milliseconds(ms))).count(),
+              2 * ms + 10000 - 1000)
+      << ms;
 }
 
 // With notifications arriving, the idle poll backs off 250 ms -> 2 s; while
