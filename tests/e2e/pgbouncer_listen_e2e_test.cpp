@@ -86,29 +86,48 @@ std::vector<std::string> lines_with(const std::string& log, std::vector<std::str
 
 class PgBouncerListenE2E : public node_e2e {
  protected:
+  // A start-up failure fails every test in SetUp, never in SetUpTestSuite:
+  // GoogleTest 1.12 marks the tests of a suite whose SetUpTestSuite failed
+  // `[  SKIPPED ]`, and ctest (gtest_discover_tests) then counts them as
+  // skipped, not failed, so ./scripts/test would pass without PgBouncer.
   static void SetUpTestSuite() {
-    ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
+    try {
+      setup_error_ = start();
+    } catch (const std::exception& e) {
+      setup_error_ = std::string{"start-up threw: "} + e.what();
+    }
+  }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+
+  // The database, PgBouncer, the stand-in listener and the node; "" or why not.
+  static std::string start() {
+    if (pgtest::admin_url().empty())
+      return "WAGGLE_TEST_DATABASE_URL is not set";
     db_ = new pgtest::scratch_database("pgbouncer");
     std::string pg_host, pg_port, pg_user;
     {
       auto conn = db_->connect();
-      ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
+      if (!db::apply_migrations(*conn, db::embedded_migrations()).has_value())
+        return "migrations failed";
       auto alpha = db::add_community(*conn, "alpha.test", "Alpha", community_policy::open);
-      ASSERT_TRUE(alpha.has_value());
-      ASSERT_TRUE(db::register_listener_targets(*conn, alpha->id, listener_pk, {target}));
+      if (!alpha.has_value() ||
+          !db::register_listener_targets(*conn, alpha->id, listener_pk, {target}))
+        return "could not add the community or register the listener's target";
       pg_host = conn->hostname();
       pg_port = conn->port();
       pg_user = conn->username();
     }
     bouncer_ = new pgbouncer_process(pg_host, pg_port, pg_user, "transaction");
-    ASSERT_TRUE(bouncer_->ok()) << bouncer_->error();
+    if (!bouncer_->ok())
+      return bouncer_->error();
     listener_ = new listener_server();
 
     key_dir_ = std::filesystem::temp_directory_path() /
                ("waggle-pgbouncer-e2e-" + std::to_string(getpid()));
     std::filesystem::create_directories(key_dir_);
     port_ = free_port();
-    ASSERT_NE(port_, 0);
+    if (port_ == 0)
+      return "no free port for the node";
     std::vector<std::string> args = {
       WAGGLE_BINARY, "serve", "--port", std::to_string(port_), "--database-url", db_->url(),
       "--listen-database-url", bouncer_->url(pg_user, db_->name()), "--data-dir",
@@ -125,14 +144,16 @@ class PgBouncerListenE2E : public node_e2e {
     spawned_ = std::chrono::steady_clock::now();
     int rc = ::posix_spawn(&node_pid_, WAGGLE_BINARY, &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    ASSERT_EQ(rc, 0) << "could not start " << WAGGLE_BINARY;
-    bool ready = false;
-    for (int i = 0; i < 200 && !ready; ++i) {  // start-up, not a timing claim: 10 s at most
-      ready = gateway::http_request("127.0.0.1", port_, "GET", "/readyz", {}, {}, 1s).status == 200;
-      if (!ready)
-        std::this_thread::sleep_for(50ms);
+    if (rc != 0) {
+      node_pid_ = 0;
+      return std::string{"could not start "} + WAGGLE_BINARY;
     }
-    ASSERT_TRUE(ready) << "the node did not become ready:\n" << node_log();
+    for (int i = 0; i < 200; ++i) {  // start-up, not a timing claim: 10 s at most
+      if (gateway::http_request("127.0.0.1", port_, "GET", "/readyz", {}, {}, 1s).status == 200)
+        return "";
+      std::this_thread::sleep_for(50ms);
+    }
+    return "the node did not become ready:\n" + node_log();
   }
 
   static void TearDownTestSuite() {
@@ -199,6 +220,7 @@ class PgBouncerListenE2E : public node_e2e {
   static inline pgbouncer_process* bouncer_ = nullptr;
   static inline listener_server* listener_ = nullptr;
   static inline pid_t node_pid_ = 0;
+  static inline std::string setup_error_;
   static inline std::chrono::steady_clock::time_point spawned_;
   bool gauge_read_one_ = false;
   std::chrono::steady_clock::time_point seen_down_;
