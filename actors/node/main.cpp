@@ -198,6 +198,8 @@ int run_serve(std::vector<std::string> args) {
     log::info("node", "recording a trace",
               {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
   }
+  // After the recorder started: a trace holds delivery from its first claim.
+  relay.start_delivery();
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
   limits.max_connections = cfg.max_connections;
