@@ -356,6 +356,7 @@ wg_relay_stop() {
 # operator listener answering its POSTs with STATUS... in turn (default 503 200), in the
 # background; once it listens sets WG_LISTENER_PID and WG_LISTENER_ENTRY ("<listener
 # pubkey>=<url>", the relay's --operator-listeners). wg_listener_standin_stop ends it.
+# shellcheck disable=SC2034  # WG_LISTENER_ENTRY: read by the callers
 wg_listener_standin_start() {
   local file=$1 _
   shift
