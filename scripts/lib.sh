@@ -352,6 +352,37 @@ wg_relay_stop() {
   wait "$pid" 2>/dev/null || true
 }
 
+# wg_listener_standin_start FILE [STATUS...]: starts tests/client/listener_standin.mjs, a stand-in
+# operator listener answering its POSTs with STATUS... in turn (default 503 200), in the
+# background; once it listens sets WG_LISTENER_PID and WG_LISTENER_ENTRY ("<listener
+# pubkey>=<url>", the relay's --operator-listeners). wg_listener_standin_stop ends it.
+# shellcheck disable=SC2034  # WG_LISTENER_ENTRY: read by the callers
+wg_listener_standin_start() {
+  local file=$1 _
+  shift
+  rm -f "$file"
+  WG_LISTENER_ENTRY=
+  node "$WAGGLE_ROOT/tests/client/listener_standin.mjs" "$file" "$@" &
+  WG_LISTENER_PID=$!
+  for _ in $(seq 1 100); do
+    if [ -s "$file" ]; then
+      WG_LISTENER_ENTRY=$(cat "$file")
+      return 0
+    fi
+    kill -0 "$WG_LISTENER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  wg_listener_standin_stop
+  return 1
+}
+
+wg_listener_standin_stop() {
+  [ -n "${WG_LISTENER_PID:-}" ] || return 0
+  kill -TERM "$WG_LISTENER_PID" 2>/dev/null || true
+  wait "$WG_LISTENER_PID" 2>/dev/null || true
+  WG_LISTENER_PID=
+}
+
 # wg_relay_prepare_db BINARY DATABASE_URL HOST...: migrate, then make sure each community
 # host exists (`community add`, tolerated when `community list` then shows the host). These
 # are development and test communities: `open`, so any authenticated key may use them (a

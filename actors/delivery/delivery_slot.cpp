@@ -33,6 +33,11 @@ void delivery_slot_state::on_attempt(delivery_attempt& a) {
                             proto::make_nip98(settings.relay_secret, post.url, "POST", post.body,
                                               env.unix_now()));
   post.headers.emplace_back("X-Waggle-Delivery-Id", current->delivery_id);
+  // The slot's output (docs/traces.md): a replay's HTTP client is a stand-in
+  // that compares what it is asked to POST with this record. (Guarded: the
+  // copy of the job is for the trace only.)
+  if (env.trace)
+    trace_node_message(env, "post_out", delivery_attempt{*current});
   // Weakly held: a slot stopped mid-request is not kept alive by its client.
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   http->post(std::move(post), [weak](gateway::http_result r) {
@@ -46,6 +51,7 @@ void delivery_slot_state::on_attempt(delivery_attempt& a) {
 }
 
 void delivery_slot_state::on_response(delivery_response_in& in) {
+  trace_section section{env};
   trace_node_message(env, "input", in);
   if (!current)
     return;  // a stale answer (cannot happen: one request per job)

@@ -43,7 +43,6 @@ delivery_claim_reply delivery_store_state::on_claim(const delivery_claim_request
     reply = {};
     reply.failed = true;
   }
-  trace_node_message(env, "store_claimed", reply);
   return reply;
 }
 
@@ -65,7 +64,6 @@ delivery_complete_reply delivery_store_state::on_complete(const delivery_complet
                {{"row", std::to_string(req.job.row_id)}, {"error", e.what()}});
     reply.result = delivery_completion::failed;
   }
-  trace_node_message(env, "store_completed", reply);
   return reply;
 }
 
@@ -77,8 +75,14 @@ delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
   self->state.init(self, std::move(database_url), std::move(role), std::move(source),
                    std::move(env));
   return {
-    [self](const delivery_claim_request& req) { return self->state.on_claim(req); },
-    [self](const delivery_complete_request& req) { return self->state.on_complete(req); },
+    // Recorded like a database session's exchanges (db_request, db_reply):
+    // a replay puts a stand-in here that answers from the trace.
+    [self](const delivery_claim_request& req) {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_claim(req); });
+    },
+    [self](const delivery_complete_request& req) {
+      return traced_exchange(self->state.env, req, [&] { return self->state.on_complete(req); });
+    },
   };
 }
 

@@ -57,7 +57,10 @@ void delivery_supervisor_state::claim() {
     if (!is_free[i])
       req.busy_routes.push_back(slot_routes[i]);
   self->request(store, settings.store_timeout, std::move(req))
-    .then([this](delivery_claim_reply& reply) { on_claimed(reply); },
+    .then([this](delivery_claim_reply& reply) {
+            trace_section section{env};  // its reply_in, then what it sends
+            on_claimed(reply);
+          },
           [this](caf::error& err) {
             log::warn("delivery", "claim got no answer",
                       {{"queue", settings.queue}, {"error", caf::to_string(err)}});
@@ -185,16 +188,19 @@ delivery_supervisor_impl(delivery_supervisor_ptr self, delivery_store_actor stor
   self->state.init(self, std::move(store), std::move(http), std::move(settings), std::move(env));
   return {
     [self](delivery_wake w) {
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", w);
       self->state.on_wake(w);
     },
     [self](listener_health h) {
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", h);
       self->state.on_health(h);
     },
     [self](delivery_done& d) { self->state.on_done(d); },
     // -- timers -----------------------------------------------------------------
     [self](delivery_tick t) {
+      trace_section section{self->state.env};
       trace_node_message(self->state.env, "timer", t);
       self->state.on_tick(t);
     },

@@ -5,7 +5,6 @@
 #include <pqxx/except>
 
 #include "actors/support/log.hpp"
-#include "actors/trace/trace_recorder.hpp"
 #include "db/operator_outbox.hpp"
 
 namespace waggle {
@@ -93,10 +92,9 @@ void listen_state::on_tick() {
         else
           wake = true;
       }
-      if (wake) {
-        trace_node_message(env, "input", delivery_wake{false});
+      // Recorded where the supervisor takes it (its input), not here.
+      if (wake)
         self->send(supervisor, delivery_wake{false});
-      }
       now = env.steady_now();
       if (probed) {
         probe_sent.reset();

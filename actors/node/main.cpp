@@ -144,6 +144,9 @@ int run_replay(std::vector<std::string> args) {
                  "trace cannot be replayed.\n";
     return 2;
   }
+  // The replayed actors log what the live node did back then (a delivery's
+  // "will retry"); only their warnings say something about the replay.
+  log::set_level(log::level::warn);
   auto out = replay_trace_file(args[0], options);
   std::cout << out.summary() << "\n";
   if (!out.error.empty())
@@ -198,6 +201,8 @@ int run_serve(std::vector<std::string> args) {
     log::info("node", "recording a trace",
               {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
   }
+  // After the recorder started: a trace holds delivery from its first claim.
+  relay.start_delivery();
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
   limits.max_connections = cfg.max_connections;

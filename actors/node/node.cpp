@@ -253,6 +253,9 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
       static_cast<int64_t>(cfg.max_history_bytes_per_connection));
   num("history_stall_seconds", cfg.history_stall_seconds);
   num("history_page_rows", cfg.history_page_rows);
+  // 0: no delivery actors (no --operator-listeners), and none in the replay.
+  num("delivery_slots",
+      cfg.operator_listeners.empty() ? 0 : static_cast<int64_t>(cfg.delivery_slots));
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }
@@ -455,6 +458,11 @@ std::string node::relay_info_json(const community& c) const {
   w.EndObject();
   w.EndObject();
   return buf.GetString();
+}
+
+void node::start_delivery() {
+  if (!cfg_.operator_listeners.empty())
+    caf::anon_send(supervisor_, restart_child{static_cast<uint8_t>(child::delivery)});
 }
 
 status node::start_checks() {

@@ -41,6 +41,13 @@ class node {
   // error names the migration to re-apply.
   status start_checks();
 
+  // Starts delivery to operator listeners (docs/delivery.md) once the node
+  // serves: a node that refuses to start never POSTs, and a trace, which
+  // starts recording when the node serves, holds the delivery actors from
+  // their first message (a replay rebuilds them as spawned). No-op without
+  // --operator-listeners, or when started already.
+  void start_delivery();
+
   // SIGTERM: refuse new work, let connections answer what is in flight and
   // close with 1001; returns when all closed or `bound` passed.
   void drain(std::chrono::milliseconds bound);

@@ -14,6 +14,7 @@
 #include "actors/communities/membership_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
 #include "actors/node/node.hpp"
 #include "actors/policy/write_policy_plugin.hpp"
 #include "actors/reads/reader_pool.hpp"
@@ -58,10 +59,10 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
     spawn_child(which);
   if (!cfg.write_policy.empty())
     spawn_child(child::policy);
+  // Delivery is spawned later, when the node serves (node::start_delivery).
   if (!cfg.operator_listeners.empty()) {
     node_id = env.sources.random_challenge().substr(0, 16);
     http = gateway::make_http_client();
-    spawn_child(child::delivery);
   }
 }
 
@@ -219,6 +220,9 @@ void node_supervisor_state::spawn_delivery() {
   auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
                                         std::string{"delivery-store"}, source,
                                         env.for_actor("delivery_store"));
+  // The supervisor's reply_in records name the store that answered.
+  if (env.trace)
+    env.trace->spawned("delivery_store", caf::actor_cast<caf::actor>(store));
   delivery_settings ds;
   ds.slots = cfg.delivery_slots;
   ds.per_route = cfg.delivery_per_listener;
@@ -232,7 +236,13 @@ void node_supervisor_state::spawn_delivery() {
   ls.node_id = node_id;
   ls.probe_interval = std::chrono::milliseconds(cfg.listener_probe_ms);
   ls.probe_timeout = std::chrono::milliseconds(cfg.listener_probe_timeout_ms);
-  auto listener = sys.spawn<caf::detached>(listen_actor_impl, delivery, ls, env.for_actor("listen"));
+  // Not traced: the LISTEN connection is a boundary that no replay runs (like a
+  // database session); what it tells the supervisor is recorded there, as the
+  // supervisor's inputs. Its clock readings, two per 100 ms step, would fill a
+  // trace with records nothing reads.
+  auto listen_env = env.for_actor("listen");
+  listen_env.trace = nullptr;
+  auto listener = sys.spawn<caf::detached>(listen_actor_impl, delivery, ls, std::move(listen_env));
   auto* sup = caf::actor_cast<caf::abstract_actor*>(delivery);
   sup->attach_functor([store, listener] {
     caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
@@ -253,8 +263,13 @@ void node_supervisor_state::on_restart(restart_child msg) {
     self->delayed_send(self, std::chrono::milliseconds(100), msg);
     return;
   }
+  if (which == child::delivery
+      && (cfg.operator_listeners.empty() || addrs[static_cast<size_t>(which)]))
+    return;  // off, or already running (start_delivery twice)
   spawn_child(which);
-  log::info("supervisor", "child restarted", {{"child", child_name(which)}});
+  // node::start_delivery uses this message for delivery's first start.
+  if (restarts[static_cast<size_t>(which)] > 0)
+    log::info("supervisor", "child restarted", {{"child", child_name(which)}});
 }
 
 void node_supervisor_state::on_down(const caf::down_msg& msg) {

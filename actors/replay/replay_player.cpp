@@ -112,6 +112,13 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
     [self, &p, name](roster_repair_request& r) {
       return p.hold<roster_repair_reply>(self, name, r);
     },
+    // The delivery store (delivery_replay.hpp): claims and completions.
+    [self, &p, name](delivery_claim_request& r) {
+      return p.hold<delivery_claim_reply>(self, name, r);
+    },
+    [self, &p, name](delivery_complete_request& r) {
+      return p.hold<delivery_complete_reply>(self, name, r);
+    },
     [self, &p, name](const reader_attach& a) {
       p.stubs[name].pool = caf::actor_cast<caf::actor>(self->current_sender());
       p.stubs[name].pool_index = a.index;

@@ -180,8 +180,8 @@ class replay_player : public trace_port {
 
 using replay_player_ptr = std::shared_ptr<replay_player>;
 
-// A database session stand-in (writer, reader or group session: it takes
-// every request type of the three). Requests go to the player; replies come
+// A database session stand-in (writer, reader or group session, or the
+// delivery store: it takes every request type of the four). Requests go to the player; replies come
 // when the driver sends ("deliver", index, json).
 caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
                              std::string name);

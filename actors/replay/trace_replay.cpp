@@ -1,6 +1,8 @@
 #include "actors/replay/trace_replay.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "actors/channels/group_session.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
+#include "actors/replay/delivery_replay.hpp"
 #include "actors/node/node.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
@@ -101,6 +104,8 @@ std::string check_config(const node_config& cfg) {
       || !in(static_cast<int64_t>(cfg.max_group_queue_per_community), 1, 1000000)
       || !in(cfg.roster_idle_seconds, 0, 1LL << 30))
     return "the header's group settings are out of range";
+  if (!in(static_cast<int64_t>(cfg.delivery_slots), 0, 1000))
+    return "the header's delivery_slots must be 0 to 1000";
   if (!in(static_cast<int64_t>(cfg.max_batch), 1, 100000)
       || !in(cfg.commit_delay_us, 0, 1000000)
       || !in(static_cast<int64_t>(cfg.commit_siblings), 2, 32)
@@ -143,6 +148,10 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
   cfg.history_stall_seconds = static_cast<int>(int_field(node, "history_stall_seconds", 0));
   // Traces from before pages: every history was read at once.
   cfg.history_page_rows = static_cast<uint32_t>(int_field(node, "history_page_rows", 0));
+  // Traces from before delivery replayed, or of a node without listeners: 0,
+  // no delivery actors.
+  cfg.delivery_slots = static_cast<uint32_t>(std::clamp<int64_t>(
+    int_field(node, "delivery_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   return cfg;
@@ -214,6 +223,7 @@ class replayer {
   }
   void check_frame(const record& r, const std::string& expected);
   void check_request(const record& r);
+  void check_post(const record& r);
   void ready_reply(const record& r);
   void take_reply(const record& r);
 
@@ -234,6 +244,7 @@ class replayer {
   caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
   reader_pool_actor reader_;
   group_actor group_;
+  std::unique_ptr<delivery_replay> delivery_;  // with delivery_slots > 0
 };
 
 void replayer::spawn_node() {
@@ -262,6 +273,13 @@ void replayer::spawn_node() {
                             std::move(settings)));
   player_->name(ingest_.address(), "ingest");
   player_->name(group_.address(), "group");
+  // Live, the delivery child starts right after recording does
+  // (node::start_delivery): its first claim is in the trace.
+  if (cfg_.delivery_slots > 0) {
+    delivery_ = std::make_unique<delivery_replay>(*sys_, player_, env_, cfg_.delivery_slots,
+                                                  stub("delivery_store"));
+    keep(delivery_->supervisor());
+  }
   sched_->run();
 }
 
@@ -443,6 +461,14 @@ bool replayer::feed_node(const record& r) {
       diverge(r, r.msg, "not a channels_archived");
     else
       input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
+  } else if (delivery_ && (k == "input" || k == "timer")
+             && (r.type == "delivery_wake" || r.type == "listener_health"
+                 || r.type == "delivery_tick" || r.type == "delivery_response_in")) {
+    std::string error;
+    if (auto in = delivery_->input_of(r.actor, r.kind, r.type, r.msg, error))
+      input(in->to, std::move(in->msg));
+    else
+      diverge(r, "a " + r.type + " to " + r.actor, error);
   } else if (k == "db_reply") {
     ready_reply(r);
   } else if (k == "ingest_in") {
@@ -481,9 +507,24 @@ bool replayer::check_output(const record& r) {
     check_frame(r, r.text);
   else if (k == "db_request")
     check_request(r);
+  else if (k == "post_out" && delivery_)
+    check_post(r);
   else
     return false;
   return true;
+}
+
+// A slot's POST: made by some slot of the replay (slots run on their own
+// threads live, so records of two slots may come in either order).
+void replayer::check_post(const record& r) {
+  auto expected = delivery_replay::expected_post(r.msg);
+  if (!expected)
+    return diverge(r, r.msg, "not a delivery_attempt");
+  std::string replayed;
+  if (auto during = delivery_->match_post(*expected, replayed))
+    check_made_in_time(r, *during, *expected);
+  else
+    diverge(r, *expected, replayed);
 }
 
 void replayer::check_leftovers() {
@@ -502,6 +543,12 @@ void replayer::check_leftovers() {
     end.kind = "gate";
     return diverge(end, "(not taken)", player_->gate_held.begin()->first);
   }
+  if (delivery_)
+    if (auto extra = delivery_->unmatched_post()) {
+      end.actor = "delivery";
+      end.kind = "post_out";
+      return diverge(end, "(no POST)", *extra);
+    }
   for (auto& [name, s] : player_->stubs)
     for (size_t j = 0; j < s.requests.size(); ++j)
       if (!s.matched[j]) {

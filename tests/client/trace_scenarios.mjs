@@ -2,12 +2,15 @@
 // scenario drives a relay that records a trace (WAGGLE_TRACE) over raw WebSockets, one step
 // at a time, waiting for each answer, so the trace holds one clear story.
 //
-//   node trace_scenarios.mjs <client-session|bad-signature|roster-race> [ws://127.0.0.1:7777]
+//   node trace_scenarios.mjs <client-session|bad-signature|roster-race|listener-retry> [ws://127.0.0.1:7777]
 //
+// listener-retry needs the relay started with --operator-listeners naming listener_standin.mjs,
+// and that stand-in's URL in WAGGLE_LISTENER_URL.
 // Exits 0 when the relay answered every step as expected; otherwise names the step, exits 1.
 import { generateSecretKey, getPublicKey, finalizeEvent } from 'nostr-tools/pure'
 import { getToken } from 'nostr-tools/nip98'
 import WebSocket from 'ws'
+import { listenerSecret } from './listener_key.mjs'
 
 const scenario = process.argv[2]
 const url = process.argv[3] || process.env.WAGGLE_RELAY_URL || 'ws://127.0.0.1:7777'
@@ -95,6 +98,29 @@ async function post(u, ev) {
   const token = await getToken(httpUrl, 'POST', (t) => finalizeEvent(t, u.sk), true, ev)
   const res = await fetch(httpUrl, { method: 'POST', body, headers: { authorization: token, 'content-type': 'application/json' } })
   return { status: res.status, body: await res.json() }
+}
+
+// Polls `read` until `done(value)`, at most one step's time; returns the value.
+async function until(what, read, done) {
+  step = what
+  const deadline = Date.now() + stepTimeoutMs
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) fail(`still ${JSON.stringify(value)}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+const relayHttp = () => url.replace(/^ws/, 'http').replace(/\/$/, '')
+
+// The relay's count of finished delivery attempts, by outcome (GET /metrics, loopback).
+async function deliveryOutcomes() {
+  const text = await (await fetch(relayHttp() + '/metrics')).text()
+  const out = {}
+  for (const m of text.matchAll(/^waggle_deliveries_total\{queue="operator_listener",outcome="(\w+)"\} (\d+)$/gm))
+    out[m[1]] = Number(m[2])
+  return out
 }
 
 const scenarios = {
@@ -187,6 +213,39 @@ const scenarios = {
       if (Date.now() > deadline) fail(`the last 39002 lists ${JSON.stringify(members)}`)
       await new Promise((r) => setTimeout(r, 100))
     }
+    await a.close()
+  },
+
+  // Delivery to an operator listener with one retry (docs/delivery.md). The stand-in listener
+  // answers 503 to the first POST and 200 to the second. The listener registers a target; alice
+  // mentions it in a kind 9; the relay claims the outbox row on the commit's wake, a slot POSTs
+  // it, the 503 makes the supervisor schedule a retry (1 s), the retry is claimed when due,
+  // POSTed again under the same delivery id, and the 200 completes it as delivered.
+  async 'listener-retry'() {
+    const standin = process.env.WAGGLE_LISTENER_URL
+    if (!standin) fail('WAGGLE_LISTENER_URL is not set (the stand-in listener, listener_standin.mjs)')
+    const seen = async () => (await fetch(new URL('/seen', standin))).json()
+    const agent = user('agent')
+    step = 'listener: POST /operator/listener/pubkeys'
+    const regUrl = relayHttp() + '/operator/listener/pubkeys'
+    const body = JSON.stringify({ pubkeys: [agent.pk] })
+    const token = await getToken(regUrl, 'POST', (t) => finalizeEvent(t, listenerSecret), true, { pubkeys: [agent.pk] })
+    const reg = await fetch(regUrl, { method: 'POST', body, headers: { authorization: token, 'content-type': 'application/json' } })
+    const regBody = await reg.text()
+    if (reg.status !== 200 || regBody !== '{"registered":1}') fail(`registration answered ${reg.status} ${regBody}`)
+    const alice = user('alice')
+    const a = await connect('alice')
+    await auth(a, alice)
+    const mention = sign(alice, 9, 'agent, are you there?', [['p', agent.pk]])
+    a.send(['EVENT', mention])
+    await a.ok(mention.id, true)
+    const posts = await until('the listener gets the POST and its retry', seen, (s) => s.length >= 2)
+    if (posts.length !== 2 || posts[0].status !== 503 || posts[1].status !== 200) fail(`the listener got ${JSON.stringify(posts)}`)
+    if (!posts[0].delivery_id || posts[0].delivery_id !== posts[1].delivery_id) fail('the retry changed the delivery id')
+    for (const p of posts)
+      if (JSON.parse(p.body).event.id !== mention.id) fail(`a POST of another event: ${p.body}`)
+    // The completions reached the store (the supervisor counts them on the store's answer).
+    await until('the relay counts a retry and a delivery', deliveryOutcomes, (o) => o.retry === 1 && o.delivered === 1)
     await a.close()
   },
 }

@@ -103,6 +103,7 @@ class node_e2e : public ::testing::Test {
     // The fail-closed start-up main() runs: the fence works, rosters repaired.
     auto checked = node_->start_checks();
     ASSERT_TRUE(checked.ok()) << checked.reason;
+    node_->start_delivery();  // as main() does once the node serves
   }
 
   static void TearDownTestSuite() {
