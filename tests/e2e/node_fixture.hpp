@@ -6,6 +6,8 @@
 // WAGGLE_TEST_DATABASE_URL (fails, never skips, without it).
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -71,7 +73,21 @@ inline std::string base64(const std::string& in) {
 // One node on an ephemeral port over a scratch database with two communities.
 class node_e2e : public ::testing::Test {
  protected:
+  // A failed ASSERT in SetUpTestSuite makes GoogleTest 1.12 report the
+  // suite's tests SKIPPED, and ctest counts that as passed; suites that go on
+  // to use the node after calling this would crash instead. Neither may
+  // pass for a test that never ran (docs/testing.md, "Never skip"), so a node
+  // that did not start ends the whole test process with a failure.
   static void SetUpTestSuite() {
+    start_node();
+    if (!started_) {
+      std::fprintf(stderr, "node_e2e: the suite's node did not start (the failure above); "
+                           "failing the test process\n");
+      std::exit(1);
+    }
+  }
+
+  static void start_node() {
     ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
     db_ = new pgtest::scratch_database("e2e");
     {
@@ -104,6 +120,7 @@ class node_e2e : public ::testing::Test {
     auto checked = node_->start_checks();
     ASSERT_TRUE(checked.ok()) << checked.reason;
     node_->start_delivery();  // as main() does once the node serves
+    started_ = true;
   }
 
   static void TearDownTestSuite() {
@@ -179,6 +196,7 @@ class node_e2e : public ::testing::Test {
     return ids;
   }
 
+  static inline bool started_ = false;
   static inline pgtest::scratch_database* db_ = nullptr;
   static inline node* node_ = nullptr;
   static inline gateway::server* server_ = nullptr;
