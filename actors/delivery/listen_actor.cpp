@@ -68,8 +68,12 @@ void listen_state::send_probe(steady_time now) {
     if (!prober)
       prober = std::make_unique<pqxx::connection>(settings.probe_url);
     db::notify(*prober, probe_channel, std::to_string(++probe_seq));
+    // The timeout runs from the probe's commit, not from the step's start:
+    // connecting the LISTEN and probe connections came first, and a slow
+    // connect (a remote pooler) must not eat the probe's time and declare a
+    // healthy listener down.
     if (!probe_sent)
-      probe_sent = now;
+      probe_sent = env.steady_now();
   } catch (const std::exception& e) {
     // The probe cannot tell anything without its sender: no verdict, retry.
     prober.reset();
