@@ -20,9 +20,11 @@ using namespace sql;
 namespace {
 
 // One row per (source, distinct target) in, one outbox row per registered
-// listener of that target out, at most $8 per event (the first targets as
-// the event names them): one event cannot fan out into an unbounded number
-// of deliveries. The events the rows name were inserted by this
+// listener of that target out, only for listeners that may read the event
+// (migration 0008: a row the listener could never be sent would only take
+// its turns at claim time, and anyone posting where it was banned could write
+// them for free), at most $8 per event (the first targets as the event names
+// them): one event cannot fan out into an unbounded number of deliveries. The events the rows name were inserted by this
 // transaction (the caller's promise), so a conflict can only be the same
 // (listener, target, community, event) twice, which DO NOTHING absorbs.
 // pg_notify runs in the same statement and only when rows were added: CASE
@@ -42,6 +44,8 @@ WITH src AS (
     FROM src s
     JOIN operator_listener_pubkeys r ON r.community_id = s.community_id
                                     AND r.target_pubkey = s.target
+   WHERE waggle_listener_may_read(s.community_id, s.event_id, r.listener_pubkey,
+                                  extract(epoch FROM now())::bigint)
 ), ins AS (
   INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id,
                                         event_kind, event_created_at)
@@ -130,36 +134,11 @@ WITH l AS (
    ORDER BY r.turn, r.next_attempt_at, r.id
    LIMIT $2
 ), live AS (
-  -- Deliverable: the event is still there, and the listener may still read
-  -- it. The community: not banned; a member, unless the community is open
-  -- (a listener removed from a closed community gets none of its events).
-  -- The channel, for an event posted in one: not deleted, and open or the
-  -- listener an active member (a private channel's mentions reach only a
-  -- listener that could read the channel itself: registering a target
-  -- proves nothing about the listener's own access).
+  -- Deliverable: the listener may still read the event now (migration 0008:
+  -- the event live and unexpired, the community's and the channel's rules).
   SELECT c.community_id, c.id,
-         EXISTS (SELECT 1 FROM events e
-                  WHERE e.community_id = c.community_id AND e.id = c.event_id
-                    AND e.deleted_at IS NULL
-                    AND (e.channel IS NULL
-                         OR EXISTS (SELECT 1 FROM channels ch
-                                     WHERE ch.community_id = e.community_id AND ch.id = e.channel
-                                       AND ch.deleted_at IS NULL
-                                       AND (ch.visibility = 'open'
-                                            OR EXISTS (SELECT 1 FROM channel_members cm
-                                                        WHERE cm.community_id = ch.community_id
-                                                          AND cm.channel_id = ch.id
-                                                          AND cm.pubkey = c.listener_pubkey
-                                                          AND cm.removed_at IS NULL)))))
-         AND NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b
-                          WHERE b.community_id = c.community_id AND b.pubkey = c.listener_pubkey)
-         AND EXISTS (SELECT 1 FROM communities co
-                      WHERE co.id = c.community_id
-                        AND (co.policy = 'open'
-                             OR EXISTS (SELECT 1 FROM community_members m
-                                         WHERE m.community_id = c.community_id
-                                           AND m.pubkey = c.listener_pubkey
-                                           AND m.removed_at IS NULL))) AS live
+         waggle_listener_may_read(c.community_id, c.event_id, c.listener_pubkey,
+                                  extract(epoch FROM now())::bigint) AS live
     FROM c
 ), gone AS (
   DELETE FROM operator_listener_outbox o USING live l

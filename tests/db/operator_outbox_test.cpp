@@ -539,7 +539,8 @@ TEST_F(OutboxTest, RowsNoClaimCanTakeAreNeverDue) {
 // Red-team D0: a mention posted in a private channel reaches only a listener
 // that could read the channel itself (an active member); registering the
 // channel's members as targets gives a community member who is not in the
-// channel nothing. Open channels reach every listener that may read the
+// channel nothing (no row is written for it, and a row written before it
+// left is deleted at claim time). Open channels reach every listener that may read the
 // community; a deleted channel's mentions reach nobody.
 TEST_F(OutboxTest, PrivateChannelMentionsReachOnlyListenersInTheChannel) {
   auto c = community();
@@ -565,10 +566,11 @@ TEST_F(OutboxTest, PrivateChannelMentionsReachOnlyListenersInTheChannel) {
     EXPECT_EQ(write1(c, ev), write_outcome::stored) << ch;
     return ev;
   };
-  in("secret", 1000);
+  auto secret = in("secret", 1000);
   in("lobby", 1001);
   in("gone", 1002);
-  ASSERT_EQ(outbox_rows(c), 6);
+  EXPECT_EQ(rows_of(c, listener1, target1, secret.id), 0) << "not even written for listener1";
+  ASSERT_EQ(outbox_rows(c), 5);
   sql("UPDATE channels SET deleted_at = now() WHERE community_id = " + cid + " AND id = 'gone'");
 
   auto channels_of = [&](const std::vector<db::claimed_delivery>& rows) {
@@ -584,7 +586,7 @@ TEST_F(OutboxTest, PrivateChannelMentionsReachOnlyListenersInTheChannel) {
             std::vector<std::string>{"lobby"});
   EXPECT_EQ(channels_of(db::claim_deliveries(conn(), {listener2}, 10)),
             (std::vector<std::string>{"lobby", "secret"}));
-  EXPECT_EQ(outbox_rows(c), 3) << "the three unreadable rows are deleted, never sent";
+  EXPECT_EQ(outbox_rows(c), 3) << "the deleted channel's two rows are deleted, never sent";
 
   // Removed from the channel after the row was written: not sent either.
   auto later = in("secret", 1003);
@@ -658,6 +660,55 @@ TEST_F(OutboxTest, OneEventMakesAtMostTheCapOfDeliveriesInTagOrder) {
   EXPECT_EQ(outbox_rows(c), static_cast<int64_t>(db::max_deliveries_per_event));
   EXPECT_EQ(rows_of(c, listener1, targets.front(), ev.id), 1) << "the first named is kept";
   EXPECT_EQ(rows_of(c, listener1, targets.back(), ev.id), 0) << "the 40th is past the cap";
+}
+
+// ---- red-team 14 (red on d98186a, green since migration 0008) ---------------------
+
+// R14-2: rows the listener may not read (it was banned from, or removed from,
+// a community where its registrations stay; or a private channel it is not
+// in) were written by S6 for anyone who posted there, and then took the
+// listener's turns at claim time (a claim of `room` such rows deleted them and
+// claimed nothing), so the listener's readable mentions waited behind them.
+// S6 now writes only rows the listener may read.
+TEST_F(OutboxTest, RedTeam14_RowsTheListenerMayNotReadAreNeverWritten) {
+  auto banned_in = community("banned-in");
+  auto home = community("home");
+  register_targets(banned_in, listener1, {target1});
+  register_targets(home, listener1, {target2});
+  sql("INSERT INTO community_banned_pubkeys (community_id, pubkey) VALUES (" +
+      std::to_string(banned_in) + ", decode('" + listener1 + "', 'hex'))");
+  // The ban left the registrations; anyone still posting there mentions target1.
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(write1(banned_in, make_event(1, 9, 1000 + i, {{"p", target1}},
+                                           "unreadable " + std::to_string(i))),
+              write_outcome::stored);
+  EXPECT_EQ(outbox_rows(banned_in), 0) << "S6 wrote rows the listener may never receive";
+  ASSERT_EQ(write1(home, make_event(1, 9, 3000, {{"p", target2}}, "readable")),
+            write_outcome::stored);
+  auto first = db::claim_deliveries(conn(), std::vector<db::listener_room>{{listener1, 4}}, 10);
+  ASSERT_EQ(first.size(), 1u) << "the readable row was not claimed while unreadable ones were due";
+  EXPECT_EQ(first[0].community_id, home);
+}
+
+// R14-3: NIP-40. docs/expiration.md: waggle "stops serving [an expiring
+// event] the second it expires, on every read path". A delivery is a read by
+// the listener; the claim checked deleted_at and never expires_at, so a
+// mention retried past its expiration (or claimed late) was still sent until
+// the expiration reaper deleted the row.
+TEST_F(OutboxTest, RedTeam14_AnExpiredMentionIsNotDelivered) {
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto ev = make_event(1, 9, 1000, {{"p", target1}, {"expiration", std::to_string(wall_now() + 3600)}},
+                       "expires");
+  ASSERT_EQ(write1(c, ev), write_outcome::stored);
+  // Time passes (no sleep): the event's expiration second is behind us.
+  sql("UPDATE events SET expires_at = " + std::to_string(wall_now() - 1) +
+      " WHERE community_id = " + std::to_string(c));
+  proto::filter by_id;
+  by_id.ids = std::vector<std::string>{ev.id};
+  EXPECT_TRUE(query(c, by_id).empty()) << "no read serves it any more";
+  EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty())
+    << "the listener is sent an event no read would serve";
 }
 
 }  // namespace
