@@ -15,27 +15,19 @@
 #include <rapidjson/document.h>
 
 #include "actors/replay/trace_replay.hpp"
+#include "tests/actors/replay/trace_lines.hpp"
 
 namespace waggle {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path trace_file = fs::path{WAGGLE_SOURCE_DIR} / "tests" / "traces" / "listener-retry.jsonl";
+const fs::path trace_file = testing::traces_dir() / "listener-retry.jsonl";
 
-std::vector<std::string> read_lines() {
-  std::ifstream in{trace_file};
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
-}
+std::vector<std::string> read_lines() { return testing::read_lines(trace_file); }
 
 replay_outcome replay_lines(const std::vector<std::string>& lines) {
-  std::stringstream ss;
-  for (auto& l : lines)
-    ss << l << "\n";
-  return replay_trace(ss, {.strict = true});
+  return testing::replay_lines(lines, {.strict = true});
 }
 
 rapidjson::Document parse(const std::string& line) {

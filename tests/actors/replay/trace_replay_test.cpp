@@ -22,6 +22,7 @@
 #include "actors/channels/roster_actor.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "actors/replay/trace_replay.hpp"
+#include "tests/actors/replay/trace_lines.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
@@ -29,24 +30,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path traces_dir() {
-  return fs::path{WAGGLE_SOURCE_DIR} / "tests" / "traces";
-}
-
-std::vector<std::string> read_lines(const fs::path& p) {
-  std::ifstream in{p};
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
-}
-
-replay_outcome replay_lines(const std::vector<std::string>& lines) {
-  std::stringstream ss;
-  for (auto& l : lines)
-    ss << l << "\n";
-  return replay_trace(ss);
-}
+using testing::read_lines;
+using testing::replay_lines;
+using testing::traces_dir;
 
 rapidjson::Document parse(const std::string& line) {
   rapidjson::Document doc;
