@@ -85,13 +85,13 @@ int64_t unix_now() {
 
 publish_clock::publish_clock(const std::vector<prepared_event>& events)
     : sent_(new std::atomic<int64_t>[events.size()]),
-      accepted_(new std::atomic<bool>[events.size()]),
+      accepted_at_(new std::atomic<int64_t>[events.size()]),
       size_(events.size()) {
   index_.reserve(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     index_.emplace(events[i].id, static_cast<uint32_t>(i));
     sent_[i].store(0, std::memory_order_relaxed);
-    accepted_[i].store(false, std::memory_order_relaxed);
+    accepted_at_[i].store(0, std::memory_order_relaxed);
   }
 }
 

@@ -55,16 +55,22 @@ class publish_clock {
   int64_t index_of(std::string_view id) const;
   void mark_sent(size_t index, int64_t ns) { sent_[index].store(ns, std::memory_order_release); }
   int64_t sent_at(size_t index) const { return sent_[index].load(std::memory_order_acquire); }
-  // Set by the publisher on `OK true` (not duplicate): the events every
-  // subscriber must receive. Read after the run.
-  void mark_accepted(size_t index) { accepted_[index].store(true, std::memory_order_relaxed); }
-  bool accepted(size_t index) const { return accepted_[index].load(std::memory_order_relaxed); }
+  // Set by the publisher on `OK true` (not duplicate), with when the OK was
+  // read: the events every subscriber (and listener) must receive, and where
+  // a listener's latency starts. Read after the run.
+  void mark_accepted(size_t index, int64_t ns) {
+    accepted_at_[index].store(ns, std::memory_order_relaxed);
+  }
+  bool accepted(size_t index) const { return accepted_at(index) != 0; }
+  int64_t accepted_at(size_t index) const {
+    return accepted_at_[index].load(std::memory_order_relaxed);
+  }
   size_t size() const { return size_; }
 
  private:
   std::unordered_map<std::string_view, uint32_t> index_;
   std::unique_ptr<std::atomic<int64_t>[]> sent_;
-  std::unique_ptr<std::atomic<bool>[]> accepted_;
+  std::unique_ptr<std::atomic<int64_t>[]> accepted_at_;
   size_t size_;
 };
 

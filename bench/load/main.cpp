@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "bench/load/listeners.hpp"
 #include "bench/load/options.hpp"
 #include "bench/load/report.hpp"
 #include "bench/load/run.hpp"
@@ -76,6 +77,12 @@ int main(int argc, char** argv) {
       return dispatch<load_options>(args, parse_load_options, run_load);
     if (verb == "seed")
       return dispatch<seed_options>(args, parse_seed_options, run_seed);
+    if (verb == "listener-config")
+      return dispatch<listener_config_options>(
+        args, parse_listener_config_options, [](const listener_config_options& o) {
+          std::cout << listener_config(o.ports) << "\n";
+          return 0;
+        });
     if (verb == "summarize")
       return dispatch<summarize_options>(args, parse_summarize_options, run_summarize);
   } catch (const std::exception& e) {

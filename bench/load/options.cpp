@@ -13,6 +13,8 @@ const char* to_string(workload w) {
     case workload::history: return "history";
     case workload::fanout: return "fanout";
     case workload::idle: return "idle";
+    case workload::listener_latency: return "listener-latency";
+    case workload::listener_burst: return "listener-burst";
   }
   return "?";
 }
@@ -21,13 +23,17 @@ std::string usage() {
   return R"(usage:
   waggle-load run [options]        drive a relay and report (JSON, markdown)
   waggle-load seed [options]       fill a community with channel history (for --workload history)
+  waggle-load listener-config --listener-ports P1,P2,...
+                                   prints the relay's --operator-listeners value for the
+                                   tool's receivers on those ports (listener i on Pi)
   waggle-load summarize FILE...    medians of several runs' JSON [--json F] [--markdown F] [--label L]
                                    [--get PATH]... prints just those medians, e.g. latency_ms/p50
 
 run options:
   --url ws://HOST:PORT       relay (default ws://127.0.0.1:7777)
   --host NAME                Host header, i.e. the community (default: the URL's host:port)
-  --workload W               publish | chat | history | fanout | idle (default publish)
+  --workload W               publish | chat | history | fanout | idle | listener-latency |
+                             listener-burst (default publish)
   --connections N            publishing / querying / idle connections (default 1)
   --in-flight W              closed loop: events or REQs outstanding per connection (default 1)
   --rate R                   open loop: events/s over all connections (default: closed loop)
@@ -46,6 +52,16 @@ run options:
   --json FILE, --markdown FILE
   --no-progress              no progress line on stderr
 
+operator listeners (the relay started with `listener-config`'s --operator-listeners):
+  --listener-ports P1,P2,... serve a receiver on each port and register targets with it
+                             (listener-*: one target per listener, mentions round-robin;
+                             chat: every member, member j with listener j mod N)
+  --stalled-listeners K      the last K receivers read each request and never answer
+  --mentions N               listener-latency: 20 (one publisher, spaced --gap-min..--gap-max
+                             s apart, uniform); listener-burst: 1000 (closed loop)
+  --gap-min S, --gap-max S   listener-latency spacing (default 2.5, 4)
+  --delivery-wait S          after the load, wait up to S s for the healthy deliveries (120)
+
 seed options:
   --url, --host (the relay, for creating channels), --database-url URL (required),
   --events N (1000000), --channels K (20), --authors A (50), --content-bytes B (200),
@@ -56,6 +72,24 @@ seed options:
 namespace {
 
 using setter = std::function<void(const std::string&)>;
+
+std::vector<uint16_t> to_ports(const std::string& v) {
+  std::vector<uint16_t> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    auto comma = v.find(',', at);
+    auto item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t used = 0;
+    auto n = std::stoul(item, &used);
+    if (used != item.size() || n == 0 || n > 65535)
+      throw std::invalid_argument(item);
+    out.push_back(static_cast<uint16_t>(n));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return out;
+}
 
 size_t to_size(const std::string& v) {
   size_t used = 0;
@@ -124,7 +158,9 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
                                                           {"chat", workload::chat},
                                                           {"history", workload::history},
                                                           {"fanout", workload::fanout},
-                                                          {"idle", workload::idle}};
+                                                          {"idle", workload::idle},
+                                                          {"listener-latency", workload::listener_latency},
+                                                          {"listener-burst", workload::listener_burst}};
        auto w = names.find(v);
        if (w == names.end())
          throw std::invalid_argument(v);
@@ -147,6 +183,12 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--label", [&](auto& v) { o.label = v; }},
     {"--json", [&](auto& v) { o.json_path = v; }},
     {"--markdown", [&](auto& v) { o.markdown_path = v; }},
+    {"--listener-ports", [&](auto& v) { o.listener_ports = to_ports(v); }},
+    {"--stalled-listeners", [&](auto& v) { o.stalled_listeners = to_size(v); }},
+    {"--mentions", [&](auto& v) { o.mentions = to_size(v); }},
+    {"--gap-min", [&](auto& v) { o.gap_min = to_double(v); }},
+    {"--gap-max", [&](auto& v) { o.gap_max = to_double(v); }},
+    {"--delivery-wait", [&](auto& v) { o.delivery_wait = to_double(v); }},
   };
   auto err = apply(args, flags, {{"--no-progress", [&] { o.progress = false; }}});
   if (!err.empty())
@@ -163,6 +205,26 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     return "fanout needs --subscribers";
   if (o.kind == workload::history && o.channel_prefix.empty())
     return "history needs --channel-prefix (the channels `waggle-load seed` filled)";
+  bool listener_workload =
+    o.kind == workload::listener_latency || o.kind == workload::listener_burst;
+  if (listener_workload && !o.listeners())
+    return "listener workloads need --listener-ports";
+  if (o.listeners() && !listener_workload && o.kind != workload::chat)
+    return "--listener-ports goes with chat and the listener workloads";
+  if (o.listeners() && o.stalled_listeners >= o.listener_ports.size())
+    return "at least one listener must be healthy (--stalled-listeners < ports)";
+  if (o.kind == workload::listener_latency) {
+    if (o.connections != 1)
+      return "listener-latency publishes from one connection";
+    if (o.gap_min <= 0 || o.gap_max < o.gap_min)
+      return "need 0 < gap-min <= gap-max";
+    if (o.mentions == 0)
+      o.mentions = 20;
+  }
+  if (o.kind == workload::listener_burst && o.mentions == 0)
+    o.mentions = 1000;
+  if (o.delivery_wait < 0)
+    return "delivery-wait must not be negative";
   return o;
 }
 
@@ -203,6 +265,20 @@ std::variant<summarize_options, std::string> parse_summarize_options(
     return err;
   if (o.inputs.empty())
     return "summarize needs at least one JSON file";
+  return o;
+}
+
+std::variant<listener_config_options, std::string> parse_listener_config_options(
+  std::vector<std::string> args) {
+  listener_config_options o;
+  std::map<std::string, setter> flags{
+    {"--listener-ports", [&](auto& v) { o.ports = to_ports(v); }},
+  };
+  auto err = apply(args, flags, {});
+  if (!err.empty())
+    return err;
+  if (o.ports.empty())
+    return "listener-config needs --listener-ports";
   return o;
 }
 

@@ -9,7 +9,7 @@
 
 namespace waggle::bench {
 
-enum class workload { publish, chat, history, fanout, idle };
+enum class workload { publish, chat, history, fanout, idle, listener_latency, listener_burst };
 
 const char* to_string(workload w);
 
@@ -36,6 +36,20 @@ struct load_options {
   std::string json_path;
   std::string markdown_path;
   bool progress = true;
+  // Operator listeners (docs/delivery.md): the tool serves one receiver per
+  // port (listener i = `listener_key(i)`, as `listener-config` printed it for
+  // the relay's --operator-listeners); the last `stalled_listeners` never answer.
+  std::vector<uint16_t> listener_ports;
+  size_t stalled_listeners = 0;
+  size_t mentions = 0;        // listener-latency (default 20), listener-burst (default 1,000)
+  double gap_min = 2.5;       // listener-latency: seconds between mentions, uniform in [min, max]
+  double gap_max = 4.0;
+  double delivery_wait = 120;  // seconds after the load for the last deliveries
+  bool listeners() const { return !listener_ports.empty(); }
+};
+
+struct listener_config_options {
+  std::vector<uint16_t> ports;
 };
 
 struct seed_options {
@@ -64,5 +78,7 @@ std::string usage();
 std::variant<load_options, std::string> parse_load_options(std::vector<std::string> args);
 std::variant<seed_options, std::string> parse_seed_options(std::vector<std::string> args);
 std::variant<summarize_options, std::string> parse_summarize_options(std::vector<std::string> args);
+std::variant<listener_config_options, std::string> parse_listener_config_options(
+  std::vector<std::string> args);
 
 }  // namespace waggle::bench

@@ -97,6 +97,15 @@ std::string to_json(const run_result& r) {
   field(w, "subscribers", o.subscribers);
   field(w, "content_bytes", o.content_bytes);
   field(w, "threads", o.threads);
+  if (o.listeners()) {
+    field(w, "listeners", o.listener_ports.size());
+    field(w, "stalled_listeners", o.stalled_listeners);
+    field(w, "mentions", o.mentions);
+    if (o.kind == workload::listener_latency) {
+      field(w, "gap_min_s", o.gap_min);
+      field(w, "gap_max_s", o.gap_max);
+    }
+  }
   w.EndObject();
   w.Key("results");
   w.StartObject();
@@ -125,6 +134,23 @@ std::string to_json(const run_result& r) {
     field(w, "missed", r.fanout_missed);
     field(w, "duplicates", r.fanout_duplicates);
     latency(w, "latency_ms", r.delivery_ms);
+    w.EndObject();
+  }
+  if (r.listeners) {
+    auto& l = *r.listeners;
+    w.Key("listeners");
+    w.StartObject();
+    field(w, "listeners", l.listeners);
+    field(w, "stalled", l.stalled);
+    field(w, "expected", l.expected);
+    field(w, "delivered", l.delivered);
+    field(w, "missed", l.missed);
+    field(w, "repeated", l.repeated);
+    field(w, "stalled_requests", l.stalled_requests);
+    field(w, "foreign", l.foreign);
+    field(w, "span_s", l.span_s);
+    field(w, "per_s", l.per_s);
+    latency(w, "latency_ms", l.latency_ms);
     w.EndObject();
   }
   if (r.commits) {
@@ -177,6 +203,20 @@ std::string to_markdown(const run_result& r) {
        << r.fanout_expected << ", " << r.fanout_delivered << ", " << r.fanout_missed << " |\n";
     md << "| fanout delivery p50 / p99 / max (ms) | " << fixed(r.delivery_ms.p50, 2) << " / "
        << fixed(r.delivery_ms.p99, 2) << " / " << fixed(r.delivery_ms.max, 2) << " |\n";
+  }
+  if (r.listeners) {
+    auto& l = *r.listeners;
+    md << "| listeners: healthy + stalled | " << l.listeners - l.stalled << " + " << l.stalled
+       << " |\n";
+    md << "| listener deliveries (healthy): expected, delivered, missed, repeated | " << l.expected
+       << ", " << l.delivered << ", " << l.missed << ", " << l.repeated << " |\n";
+    md << "| OK to listener receipt p50 / p90 / p99 / max (ms) | " << fixed(l.latency_ms.p50, 2)
+       << " / " << fixed(l.latency_ms.p90, 2) << " / " << fixed(l.latency_ms.p99, 2) << " / "
+       << fixed(l.latency_ms.max, 2) << " |\n";
+    md << "| healthy deliveries/s (first OK to last receipt, s) | " << fixed(l.per_s, 1) << " ("
+       << fixed(l.span_s, 2) << ") |\n";
+    if (l.stalled)
+      md << "| requests the stalled listeners read | " << l.stalled_requests << " |\n";
   }
   if (r.commits)
     md << "| commits: gross - idle = net; per accepted message | " << r.commits->gross << " - "

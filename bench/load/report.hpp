@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/load/listener_run.hpp"
 #include "bench/load/options.hpp"
 #include "bench/load/roles.hpp"
 #include "bench/load/stats.hpp"
@@ -39,6 +40,7 @@ struct run_result {
   size_t fanout_missed = 0;
   size_t fanout_duplicates = 0;
   latency_summary delivery_ms;
+  std::optional<listener_result> listeners;
   std::optional<commit_count> commits;
   std::optional<double> relay_rss_mib;
   std::optional<double> relay_peak_rss_mib;

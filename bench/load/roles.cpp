@@ -39,7 +39,7 @@ publisher::publisher(std::shared_ptr<nostr_client> client, std::span<const prepa
                      publish_clock* clock)
     : client_(std::move(client)), events_(events), first_index_(first_index), pace_(pace),
       progress_(progress), clock_(clock), limit_(events.size()) {
-  pending_.reserve(pace.rate > 0 ? 64 : pace.in_flight * 2);
+  pending_.reserve(pace.open_loop() ? 64 : pace.in_flight * 2);
   ack_ms.reserve(events.size());
 }
 
@@ -47,7 +47,7 @@ void publisher::start(int64_t t0, int64_t deadline) {
   t0_ = t0;
   deadline_ = deadline;
   boost::asio::dispatch(client_->executor(), [self = shared_from_this()] {
-    if (self->pace_.rate > 0) {
+    if (self->pace_.open_loop()) {
       self->timer_ = std::make_unique<boost::asio::steady_timer>(self->client_->executor());
       self->tick();
     } else {
@@ -70,9 +70,11 @@ void publisher::send(size_t k, int64_t started) {
 
 void publisher::tick() {
   // Every event whose time has come goes now, stamped with its scheduled time.
-  auto period_ns = 1e9 / pace_.rate;
+  auto period_ns = pace_.rate > 0 ? 1e9 / pace_.rate : 0;
   auto now = now_ns();
   auto scheduled = [&](size_t k) {
+    if (!pace_.at_ns.empty())
+      return t0_ + pace_.at_ns[k];
     return t0_ + static_cast<int64_t>((static_cast<double>(k) + pace_.phase) * period_ns);
   };
   while (next_ < limit_ && scheduled(next_) <= now) {
@@ -107,7 +109,7 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
       progress_.accepted.fetch_add(1, std::memory_order_relaxed);
       ack_ms.push_back(ms_between(i->second.started, now));
       if (clock_)
-        clock_->mark_accepted(first_index_ + i->second.index);
+        clock_->mark_accepted(first_index_ + i->second.index, now);
     }
   } else {
     ++counts.rejected;
@@ -115,7 +117,7 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
     progress_.rejected.fetch_add(1, std::memory_order_relaxed);
   }
   pending_.erase(i);
-  if (pace_.rate > 0)
+  if (pace_.open_loop())
     return;
   if (now >= deadline_)
     limit_ = next_;

@@ -47,6 +47,8 @@ struct pacing {
   size_t in_flight = 1;
   double rate = 0;        // events/s of this connection; 0 = closed loop
   double phase = 0;       // open loop: offset of the first event, in periods
+  std::vector<int64_t> at_ns;  // open loop by schedule: event k goes at t0 + at_ns[k]
+  bool open_loop() const { return rate > 0 || !at_ns.empty(); }
 };
 
 class publisher : public std::enable_shared_from_this<publisher> {

@@ -2,14 +2,17 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <thread>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include "bench/load/listener_run.hpp"
 #include "bench/load/meters.hpp"
 #include "bench/load/report.hpp"
 #include "bench/load/roles.hpp"
@@ -46,12 +49,36 @@ struct plan {
   size_t total = 0;
 };
 
+bool listener_workload(const load_options& o) {
+  return o.kind == workload::listener_latency || o.kind == workload::listener_burst;
+}
+
+// listener-latency: one publisher, the gaps between mentions drawn uniformly
+// from [gap-min, gap-max] (the first mention one gap after the start).
+std::vector<int64_t> mention_schedule(const load_options& o) {
+  std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> gap{o.gap_min, o.gap_max};
+  std::vector<int64_t> at;
+  double t = 0;
+  for (size_t k = 0; k < o.mentions; ++k)
+    at.push_back(static_cast<int64_t>((t += gap(rng)) * 1e9));
+  return at;
+}
+
 plan make_plan(const load_options& o, size_t publishers) {
   plan p;
   for (size_t c = 0; c < publishers; ++c) {
     pacing pace;
     size_t n;
-    if (o.rate > 0) {
+    if (o.kind == workload::listener_latency) {
+      pace.at_ns = mention_schedule(o);
+      n = pace.at_ns.size();
+    } else if (o.kind == workload::listener_burst) {
+      // Everything at once: each connection keeps its window full until its
+      // share of the mentions is out.
+      pace.in_flight = o.in_flight;
+      n = o.mentions / publishers + (c < o.mentions % publishers ? 1 : 0);
+    } else if (o.rate > 0) {
       pace.rate = o.rate / static_cast<double>(publishers);
       pace.phase = static_cast<double>(c) / static_cast<double>(publishers);
       n = static_cast<size_t>(std::ceil(pace.rate * o.duration)) + 1;
@@ -70,10 +97,14 @@ plan make_plan(const load_options& o, size_t publishers) {
   return p;
 }
 
+// listener_of (sized to the events, or empty): which listener each event's
+// mention reaches (-1: none); `targets`: the listener workloads' targets, one
+// per listener; chat members are registered with listener (member mod N).
 std::vector<prepared_event> make_events(const load_options& o, const plan& p,
                                         const std::vector<keypair>& keys,
                                         const std::vector<std::string>& channels,
-                                        int64_t created_at) {
+                                        int64_t created_at, const std::vector<std::string>& targets,
+                                        std::vector<int>& listener_of) {
   std::vector<size_t> owner(p.total);
   for (size_t c = 0; c < p.count.size(); ++c)
     for (size_t k = 0; k < p.count[c]; ++k)
@@ -89,6 +120,18 @@ std::vector<prepared_event> make_events(const load_options& o, const plan& p,
       ev.content = std::move(text);
       return ev;
     }
+    if (listener_workload(o)) {
+      // A kind 9 mention outside any channel, round-robin over the listeners.
+      ev.kind = 9;
+      auto l = i % targets.size();
+      listener_of[i] = static_cast<int>(l);
+      ev.tags = {{"p", targets[l]}};
+      std::string at_name{"@"};
+      at_name.append(targets[l], 0, 8).append(" ");
+      text.replace(0, std::min<size_t>(text.size(), at_name.size()), at_name);
+      ev.content = std::move(text);
+      return ev;
+    }
     // chat and fanout: kind 9 posts; fanout keeps to channel 0, where the
     // subscribers listen.
     ev.kind = 9;
@@ -96,7 +139,10 @@ std::vector<prepared_event> make_events(const load_options& o, const plan& p,
     ev.tags = {{"h", channels[channel]}};
     auto roll = static_cast<double>((i * 40503u) % 1000) / 1000.0;
     if (o.kind == workload::chat && roll < o.mention_share && keys.size() > 1) {
-      auto& mentioned = keys[(owner[i] + 1 + i % (keys.size() - 1)) % keys.size()];
+      auto m = (owner[i] + 1 + i % (keys.size() - 1)) % keys.size();
+      auto& mentioned = keys[m];
+      if (!listener_of.empty())
+        listener_of[i] = static_cast<int>(m % o.listener_ports.size());
       ev.tags.push_back({"p", mentioned.pubkey});
       std::string at_name{"@"};
       at_name.append(mentioned.pubkey, 0, 8).append(" ");
@@ -107,7 +153,8 @@ std::vector<prepared_event> make_events(const load_options& o, const plan& p,
   });
 }
 
-void print_progress(const load_options& o, const progress_counters& pc, double t, bool final_line) {
+void print_progress(const load_options& o, const progress_counters& pc, const listener_side* lis,
+                    double t, bool final_line) {
   if (!o.progress)
     return;
   bool tty = isatty(STDERR_FILENO);
@@ -115,6 +162,10 @@ void print_progress(const load_options& o, const progress_counters& pc, double t
   std::snprintf(line, sizeof line, "[%5.1fs] sent %zu  answered %zu  accepted %zu  rejected %zu%s",
                 t, pc.sent.load(), pc.answered.load(), pc.accepted.load(), pc.rejected.load(),
                 o.subscribers ? ("  delivered " + std::to_string(pc.delivered.load())).c_str() : "");
+  if (lis) {
+    auto n = std::strlen(line);
+    std::snprintf(line + n, sizeof line - n, "  listeners got %zu", lis->healthy_requests());
+  }
   if (tty)
     std::fprintf(stderr, "\r%s\033[K%s", line, final_line ? "\n" : "");
   else
@@ -123,7 +174,10 @@ void print_progress(const load_options& o, const progress_counters& pc, double t
 
 }  // namespace
 
-int run_load(const load_options& o) {
+int run_load(const load_options& options) {
+  auto o = options;
+  if (o.kind == workload::listener_burst || o.kind == workload::listener_latency)
+    o.events = o.mentions;
   raise_fd_limit(o.connections + o.subscribers + 64);
   relay_endpoint relay;
   if (auto e = resolve_relay(o.url, o.host, relay); !e.empty()) {
@@ -150,7 +204,7 @@ int run_load(const load_options& o) {
 
   // --- set-up (untimed) ---------------------------------------------------------
   bool publishes = o.kind == workload::publish || o.kind == workload::chat ||
-                   o.kind == workload::fanout;
+                   o.kind == workload::fanout || listener_workload(o);
   auto channels = channel_ids(o);
   std::vector<keypair> keys(o.connections);
   for (auto& k : keys)
@@ -166,18 +220,40 @@ int run_load(const load_options& o) {
       return 2;
     }
   }
+  // Listeners: receivers up and targets registered before anything is signed.
+  std::unique_ptr<listener_side> lis;
+  if (o.listeners()) {
+    try {
+      lis = std::make_unique<listener_side>(o);
+    } catch (const std::exception& e) {
+      std::cerr << "waggle-load: listener receivers: " << e.what() << "\n";
+      stop_io();
+      return 2;
+    }
+    if (auto failure = lis->register_all(relay, o, keys); !failure.empty()) {
+      std::cerr << "waggle-load: " << failure << "\n";
+      stop_io();
+      return 2;
+    }
+  }
   plan p = publishes ? make_plan(o, o.connections) : plan{};
+  if (o.kind == workload::listener_latency)
+    o.duration = static_cast<double>(p.pace[0].at_ns.back()) / 1e9 + 1;
   std::vector<prepared_event> events;
+  std::vector<int> listener_of;
   // Subscribers ask for events since a little before this, so signing time
   // cannot push the run's events out of their filter.
   auto created_at = unix_now();
   if (publishes) {
     if (o.progress)
       std::cerr << "signing " << p.total << " events…\n";
-    events = make_events(o, p, keys, channels, created_at);
+    if (lis)
+      listener_of.assign(p.total, -1);
+    events = make_events(o, p, keys, channels, created_at, lis ? lis->targets() : std::vector<std::string>{},
+                         listener_of);
   }
   std::unique_ptr<publish_clock> clock;
-  if (o.subscribers)
+  if (o.subscribers || lis)
     clock = std::make_unique<publish_clock>(events);
 
   // Subscribers first, so they are listening before anything is published.
@@ -290,7 +366,7 @@ int run_load(const load_options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto now = now_ns();
     if (clock_type::now() - last_print >= std::chrono::seconds(1)) {
-      print_progress(o, progress, static_cast<double>(now - t0) / 1e9, false);
+      print_progress(o, progress, lis.get(), static_cast<double>(now - t0) / 1e9, false);
       last_print = clock_type::now();
     }
     if (now < deadline)
@@ -301,6 +377,22 @@ int run_load(const load_options& o) {
     if (stable >= 3)
       break;
   }
+  if (lis) {
+    // The healthy listeners get up to --delivery-wait s for what was accepted.
+    size_t expected = 0;
+    for (size_t k = 0; k < clock->size(); ++k)
+      expected += listener_of[k] >= 0 && clock->accepted(k) &&
+                  lis->healthy(static_cast<size_t>(listener_of[k]));
+    auto until = clock_type::now() + std::chrono::duration<double>(o.delivery_wait);
+    auto last = clock_type::now();
+    while (clock_type::now() < until && lis->healthy_requests() < expected) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (clock_type::now() - last >= std::chrono::seconds(1)) {
+        print_progress(o, progress, lis.get(), static_cast<double>(now_ns() - t0) / 1e9, false);
+        last = clock_type::now();
+      }
+    }
+  }
   auto drained_ns = now_ns();
   // Subscribers get up to 10 s for the last deliveries; what has not arrived
   // by then counts as missed.
@@ -310,7 +402,7 @@ int run_load(const load_options& o) {
            progress.delivered < progress.accepted * progress.subscribed)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  print_progress(o, progress, static_cast<double>(now_ns() - t0) / 1e9, true);
+  print_progress(o, progress, lis.get(), static_cast<double>(now_ns() - t0) / 1e9, true);
 
   if (meter) {
     // The last commit needs a full settle time of idleness before the read;
@@ -345,6 +437,10 @@ int run_load(const load_options& o) {
     c->close();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   stop_io();  // from here on, role objects are read by this thread alone
+  if (lis) {
+    lis->stop();
+    result.listeners = lis->collect(*clock, listener_of);
+  }
 
   // --- results ------------------------------------------------------------------
   std::vector<double> latencies;
@@ -399,7 +495,7 @@ int run_load(const load_options& o) {
   bool ran_out = false;
   for (auto& pub : pubs)
     ran_out = ran_out || pub->ran_out;
-  if (ran_out)
+  if (ran_out && o.kind != workload::listener_burst)
     result.errors.push_back("a connection ran out of pre-signed events before the deadline; raise --events");
   if (progress.dropped)
     result.errors.push_back(std::to_string(progress.dropped.load()) +
@@ -421,7 +517,8 @@ int run_load(const load_options& o) {
   bool clean = result.errors.empty() && result.outcomes.rejected == 0 &&
                result.outcomes.duplicate == 0 && result.unanswered == 0 &&
                result.fanout_missed == 0 && result.fanout_duplicates == 0 &&
-               result.subscribers == o.subscribers;
+               result.subscribers == o.subscribers &&
+               (!result.listeners || result.listeners->missed == 0);
   return clean ? 0 : 1;
 }
 
