@@ -50,12 +50,9 @@ void delivery_supervisor_state::claim() {
   claiming = true;
   claim_again = false;
   delivery_claim_request req{static_cast<uint32_t>(free_slots.size()), settings.per_route, {}};
-  std::vector<bool> is_free(slots.size(), false);
-  for (auto i : free_slots)
-    is_free[i] = true;
-  for (size_t i = 0; i < slots.size(); ++i)
-    if (!is_free[i])
-      req.busy_routes.push_back(slot_routes[i]);
+  for (const auto& route : slot_routes)  // a free slot's route is empty
+    if (!route.empty())
+      req.busy_routes.push_back(route);
   self->request(store, settings.store_timeout, std::move(req))
     .then([this](delivery_claim_reply& reply) {
             trace_section section{env};  // its reply_in, then what it sends

@@ -50,7 +50,7 @@ struct delivery_supervisor_state {
   node_env env;
   std::vector<delivery_slot_actor> slots;
   std::vector<uint32_t> free_slots;
-  std::vector<std::string> slot_routes;  // the route of each busy slot's job
+  std::vector<std::string> slot_routes;  // each busy slot's job's route; empty when free
   bool claiming = false;     // one claim at a time
   bool claim_again = false;  // woken while claiming
   bool listener_up = false;  // until the listen actor says so, the poll does not back off
