@@ -248,6 +248,44 @@ TEST_F(PushMatchTest, RetriesReuseTheRequestIdAndStaleClaimsAreFenced) {
   EXPECT_EQ(wakes(c, "state = 'sending'"), 1);
 }
 
+// A flush that fails (here: a trigger that refuses the insert) rolls back to
+// its savepoint; only the jobs that contributed wakes go back, the others
+// complete in the same transaction.
+TEST_F(PushMatchTest, AFailedFlushSendsBackOnlyTheJobsThatContributed) {
+  auto c = community();
+  only_community(c);
+  ASSERT_EQ(lease(c, 1, {}).outcome, write_outcome::stored);
+  auto own = chat(1, "the holder's own: no wake");
+  auto other = chat(2, "wakes the holder");
+  ASSERT_EQ(post(c, own), write_outcome::stored);
+  ASSERT_EQ(post(c, other), write_outcome::stored);
+  make_due();
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec("CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'flush refused' USING ERRCODE = 'P0001'; END $$");
+    tx.exec("CREATE TRIGGER refuse_wakes BEFORE INSERT ON push_wake_outbox "
+            "FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()");
+  }
+  auto b = run();
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec("DROP TRIGGER refuse_wakes ON push_wake_outbox");
+  }
+  EXPECT_EQ(b.jobs, 2u);
+  EXPECT_EQ(b.unmatched, 1u);
+  EXPECT_EQ(b.retried, 1u);
+  EXPECT_TRUE(b.ready.empty());
+  EXPECT_FALSE(has_job(c, own.id)) << "no wake to flush: completed";
+  EXPECT_TRUE(has_job(c, other.id)) << "its wake was lost with the flush: sent back";
+  EXPECT_EQ(count("SELECT count(*) FROM push_match_queue WHERE state = 'pending' "
+                  "AND next_attempt_at > now() AND attempts = 1"),
+            1);
+  // The retry, once due, wakes the holder.
+  make_due();
+  EXPECT_EQ(run().ready.size(), 1u);
+}
+
 // Round trips to the server, counted from libpq's own protocol trace
 // (PQtrace): every simple query and every Sync of an extended query.
 size_t round_trips(std::FILE* trace) {
