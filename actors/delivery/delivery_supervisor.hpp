@@ -41,7 +41,7 @@ struct delivery_settings {
   // `ready_max` of them, each at most `ready_max_wait` (its revalidation is
   // that old); one dropped is claimed again when its claim's lease runs out.
   size_t ready_max = 1024;
-  caf::timespan ready_max_wait = std::chrono::seconds(5);
+  caf::timespan ready_max_wait = std::chrono::seconds(1);
   // 0: each completion is written at once. Otherwise completions are held
   // up to this long (or until `completion_batch` wait) and written in one
   // transaction: a held completion lost in a crash only means a resend with
