@@ -51,39 +51,6 @@ int backend_pid(pqxx::connection& c) {
   return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>();
 }
 
-// A one-shot gate: open() once, wait() until it is open.
-class gate {
- public:
-  void open() {
-    {
-      std::lock_guard lk(m_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lk(m_);
-    cv_.wait(lk, [&] { return open_; });
-  }
-  bool wait_for(std::chrono::milliseconds d) {
-    std::unique_lock lk(m_);
-    return cv_.wait_for(lk, d, [&] { return open_; });
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-// Opens a gate when it goes out of scope. Declare it AFTER the threads that
-// wait on the gate: it is destroyed first, so they can finish and be joined
-// whatever the test did (a failed ASSERT never leaves a worker blocked).
-struct open_on_exit {
-  gate& g;
-  ~open_on_exit() { g.open(); }
-};
-
 // Mode of the advisory lock on hashtextextended(key, 0) that `pid` holds or
 // awaits, with its granted flag, e.g. "ExclusiveLock waiting"; "" when none.
 // A bigint advisory key is classid = high 32 bits, objid = low 32 bits.

@@ -10,24 +10,6 @@
 namespace waggle::pgtest {
 namespace {
 
-class gate_latch {
- public:
-  void open() {
-    std::lock_guard lk(m_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lk(m_);
-    cv_.wait(lk, [&] { return open_; });
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 class PushLeaseTest : public PushTest {
  protected:
   int64_t lease_generation(int64_t c, int author, const std::string& installation = "phone") {
@@ -173,7 +155,7 @@ TEST_F(PushLeaseTest, AnInsertWaitsForAnActivationAndThenSeesTheLease) {
   auto c = community();
   auto activation_conn = connect();
   auto insert_conn = connect();
-  gate_latch holding, release;
+  gate holding, release;
   std::atomic<bool> insert_done{false};
   write_result activation;
   std::thread activator([&] {
@@ -208,7 +190,7 @@ TEST_F(PushLeaseTest, AnActivationWaitsForAnInsertAndBackfillsIt) {
   auto c = community();
   auto activation_conn = connect();
   auto insert_conn = connect();
-  gate_latch holding, release;
+  gate holding, release;
   auto msg = chat(2, "committed under the shared gate");
   std::thread inserter([&] {
     db::write_options o;

@@ -43,15 +43,6 @@ class PushE2E : public node_e2e {
     pqxx::nontransaction tx(*conn);
     return tx.exec(sql)[0][0].as<int64_t>();
   }
-  bool eventually(const std::function<bool()>& done, std::chrono::milliseconds within = 10s) {
-    auto until = std::chrono::steady_clock::now() + within;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > until)
-        return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
-  }
   static inline listener_server* gateway_ = nullptr;
 };
 
@@ -82,7 +73,7 @@ TEST_F(PushE2E, AMessageWakesTheLeaseHolderOnceWithoutItsContent) {
   EXPECT_EQ(auth.pubkey, node_->relay_pubkey());
   // The holder's own message wakes nobody; nothing is sent twice.
   publish(*holder, signed_event(bob, 9, "my own"));
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(pgtest::eventually([&] {
     return count("SELECT count(*) FROM push_wake_outbox WHERE state = 'delivered'") >= 1 &&
            count("SELECT count(*) FROM push_match_queue") == 0;
   }));
@@ -108,7 +99,7 @@ TEST_F(PushE2E, ARetryReusesTheRequestIdAndAGoneEndpointIsDisabled) {
   gateway_->answer("/push", 410);
   publish(*sender, signed_event(alice, 9, "to a gone phone"));
   ASSERT_EQ(gateway_->wait_for("/push", before + 3).size(), before + 3);
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(pgtest::eventually([&] {
     return count("SELECT count(*) FROM push_leases WHERE installation_id = 'phone-b' "
                  "AND NOT endpoint_enabled") == 1;
   }));

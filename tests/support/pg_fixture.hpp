@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -243,6 +244,39 @@ class notice_collector : public pqxx::errorhandler {
  private:
   std::mutex m_;
   std::string text_;
+};
+
+// A one-shot gate: open() once, wait() until it is open.
+class gate {
+ public:
+  void open() {
+    {
+      std::lock_guard lk(m_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lk(m_);
+    cv_.wait(lk, [&] { return open_; });
+  }
+  bool wait_for(std::chrono::milliseconds d) {
+    std::unique_lock lk(m_);
+    return cv_.wait_for(lk, d, [&] { return open_; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// Opens a gate when it goes out of scope. Declare it AFTER the threads that
+// wait on the gate: it is destroyed first, so they can finish and be joined
+// whatever the test did (a failed ASSERT never leaves a worker blocked).
+struct open_on_exit {
+  gate& g;
+  ~open_on_exit() { g.open(); }
 };
 
 // Polls `cond` until true or `timeout`; true when it became true.
