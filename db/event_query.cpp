@@ -175,6 +175,9 @@ std::string event_conditions(const plan& p, params& ps, const std::string& commu
   // never an extra probe.
   w += " AND (e.expires_at IS NULL OR e.expires_at > " + ps.add(std::to_string(p.now)) +
        "::bigint)";
+  // Push leases (kind 30350) carry the endpoint grant that addresses a phone:
+  // write-only, never served (docs/push.md, "Leases").
+  w += " AND e.kind <> 30350";
   // Channel events (NIP-29) are read only by filters that name their
   // channels with #h, which the caller access-checked.
   if (!p.tags.contains('h'))

@@ -30,8 +30,8 @@ SELECT waggle_push_gate($1::bigint[], ARRAY(SELECT decode(x, 'hex') FROM unnest(
 )sql";
 
 constexpr const char* sql_live = R"sql(
-SELECT DISTINCT community_id FROM push_leases
- WHERE active AND endpoint_enabled AND expires_at > extract(epoch FROM now())
+SELECT DISTINCT l.community_id FROM push_leases l
+ WHERE waggle_push_lease_live(l, extract(epoch FROM now())::bigint)
  ORDER BY 1
 )sql";
 
@@ -84,7 +84,7 @@ write_result accept_lease_event(pqxx::connection& conn, const ingest_item& item,
       static_cast<int>(settings.backfill.count()), text_array(skipped),
       static_cast<int>(settings.created_at_window.count()));
     auto outcome = r[0].as<std::string>();
-    if (outcome == "activated")
+    if (outcome == "activated" || outcome == "renewed")
       return true;
     results[0] = refusal(outcome);
     return false;

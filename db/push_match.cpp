@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <stdexcept>
 
 #include <pqxx/except>
 #include <pqxx/prepared_statement>
@@ -22,17 +23,43 @@ namespace push = proto::push;
 namespace {
 
 // `attempts < 8` is written out (not a parameter) so the planner can use the
-// partial due indexes of migrations/0009.
+// partial due indexes of migrations/0009. The community is the one with the
+// oldest due job among those not served in the caller's last batches ($3,
+// the matcher remembers eight), else the oldest overall: one community's
+// backlog cannot keep another's jobs waiting more than that many batches
+// (`any_due` is read only when `other` is empty: CTEs run as they are read). The picked community's push_gate is
+// taken SHARED before any job row is updated, and held to COMMIT: a lease
+// acceptance (EXCLUSIVE) either commits before this batch claims, so the
+// leases read below (a later statement, a later snapshot) include it, or
+// waits for this batch to commit, and its backfill then finds the jobs this
+// batch finished gone and enqueues them again (docs/push.md, "The matcher").
+// The only row lock taken before the gate is the picked row's (FOR UPDATE
+// without a change), which an insert's ON CONFLICT never waits for.
 constexpr const char* stmt_claim = "waggle_pm_claim";
 constexpr const char* sql_claim = R"sql(
-WITH pick AS (
+WITH other AS (
+  SELECT community_id FROM push_match_queue
+   WHERE attempts < 8 AND next_attempt_at <= now() AND community_id <> ALL ($3::bigint[])
+   ORDER BY next_attempt_at
+   LIMIT 1
+     FOR UPDATE SKIP LOCKED
+), any_due AS (
   SELECT community_id FROM push_match_queue
    WHERE attempts < 8 AND next_attempt_at <= now()
    ORDER BY next_attempt_at
    LIMIT 1
      FOR UPDATE SKIP LOCKED
+), pick AS (
+  SELECT community_id FROM other
+  UNION ALL
+  SELECT community_id FROM any_due
+  LIMIT 1
+), gate AS (
+  SELECT community_id,
+         pg_advisory_xact_lock_shared(hashtextextended('waggle_push_gate:' || community_id, 0))
+    FROM pick
 ), due AS (
-  SELECT q.community_id, q.event_id FROM push_match_queue q JOIN pick p USING (community_id)
+  SELECT q.community_id, q.event_id FROM push_match_queue q JOIN gate g USING (community_id)
    WHERE q.attempts < 8 AND q.next_attempt_at <= now()
    ORDER BY q.next_attempt_at
    LIMIT $1
@@ -78,11 +105,12 @@ SELECT encode(e.id, 'hex'), encode(e.pubkey, 'hex'), e.kind, e.channel,
 
 constexpr const char* stmt_leases = "waggle_pm_leases";
 constexpr const char* sql_leases = R"sql(
-SELECT encode(author, 'hex'), installation_id, generation, array_to_string(channels, ','),
-       array_to_string(kinds, ','), array_to_string(mutes, ',')
-  FROM push_leases
- WHERE community_id = $1 AND active AND endpoint_enabled AND expires_at > $2
- ORDER BY author, installation_id
+SELECT encode(l.author, 'hex'), l.installation_id, l.generation,
+       array_to_string(l.channels, ','), array_to_string(l.kinds, ','),
+       array_to_string(l.mutes, ',')
+  FROM push_leases l
+ WHERE l.community_id = $1 AND waggle_push_lease_live(l, $2)
+ ORDER BY l.author, l.installation_id
 )sql";
 
 // Which candidate (event, lease author) pairs may read: the operator
@@ -104,7 +132,7 @@ WITH req AS (
          WITH ORDINALITY AS u(author, installation, generation, event_hex, ord)
 ), locked AS (
   SELECT l.author, l.installation_id, l.generation, l.endpoint_hash, l.endpoint_grant,
-         l.expires_at, (l.active AND l.endpoint_enabled AND l.expires_at > $6) AS live
+         l.expires_at, waggle_push_lease_live(l, $6) AS live
     FROM push_leases l
    WHERE l.community_id = $1
      AND (l.author, l.installation_id) IN (SELECT author, installation FROM req)
@@ -185,11 +213,16 @@ const char* to_string(wake_outcome o) {
   return "?";
 }
 
-job_claim claim_match_jobs(pqxx::transaction_base& tx, const match_settings& s) {
+job_claim claim_match_jobs(pqxx::transaction_base& tx, const match_settings& s,
+                           const std::vector<int64_t>& recently_served) {
   prepare(tx.conn());
   job_claim out;
+  array_literal recent;
+  for (auto c : recently_served)
+    recent.integer(c);
   for (const auto& row : tx.exec_prepared(stmt_claim, static_cast<int64_t>(s.max_jobs),
-                                          static_cast<int64_t>(s.claim_lease.count()))) {
+                                          static_cast<int64_t>(s.claim_lease.count()),
+                                          recent.str())) {
     out.community_id = row[0].as<int64_t>();
     out.claim_id = row[1].as<std::string>();
     out.jobs.push_back({row[2].as<std::string>(), row[3].as<int>(), row[4].as<int64_t>()});
@@ -252,16 +285,11 @@ flush_result flush_wakes(pqxx::transaction_base& tx, int64_t community_id,
   return out;
 }
 
-match_batch run_match_batch(pqxx::connection& conn, const match_settings& s, int64_t now) {
-  match_batch b;
-  pqxx::work tx(conn);
-  auto claim = claim_match_jobs(tx, s);
-  b.statements = 1;
-  b.jobs = claim.jobs.size();
-  if (claim.jobs.empty()) {
-    tx.commit();
-    return b;
-  }
+namespace {
+
+// Everything after the claim, to COMMIT (see run_match_batch).
+void match_claimed(pqxx::work& tx, const job_claim& claim, match_batch& b,
+                   const match_settings& s, int64_t now) {
   b.community_id = claim.community_id;
   int64_t oldest = now;
   for (const auto& j : claim.jobs)
@@ -372,7 +400,56 @@ match_batch run_match_batch(pqxx::connection& conn, const match_settings& s, int
   tx.commit();
   if (!flushed)
     b.ready.clear();
-  return b;
+}
+
+constexpr const char* stmt_attempt = "waggle_pm_attempt";
+constexpr const char* sql_attempt = R"sql(
+UPDATE push_match_queue SET state = 'pending', claim_id = NULL, attempts = attempts + 1,
+       next_attempt_at = now() + $3::bigint * interval '1 second'
+ WHERE community_id = $1 AND event_id IN (SELECT decode(x, 'hex') FROM unnest($2::text[]) AS x)
+)sql";
+
+}  // namespace
+
+match_batch run_match_batch(pqxx::connection& conn, const match_settings& s, int64_t now,
+                            const std::vector<int64_t>& recently_served) {
+  match_batch b;
+  job_claim claim;
+  {
+    pqxx::work tx(conn);
+    claim = claim_match_jobs(tx, s, recently_served);
+    b.statements = 1;
+    b.jobs = claim.jobs.size();
+    if (claim.jobs.empty()) {
+      tx.commit();
+      return b;
+    }
+    try {
+      match_claimed(tx, claim, b, s, now);
+      return b;
+    } catch (const pqxx::broken_connection&) {
+      throw;
+    } catch (const pqxx::in_doubt_error&) {
+      throw;
+    } catch (const std::exception&) {
+      // Falls through: the claim rolled back with everything else, and
+      // with it the attempt it counted.
+    }
+  }
+  // A batch that failed outside its flush (a statement timeout, a bad row)
+  // still counts the attempt, in a transaction of its own, so the same jobs
+  // are not claimed and failed forever: after max_match_attempts the sweep
+  // reaps them (the red team's poison loop).
+  array_literal ids;
+  for (const auto& j : claim.jobs)
+    ids.text(j.event_id);
+  conn.prepare(stmt_attempt, sql_attempt);
+  pqxx::work again(conn);
+  again.exec_prepared(stmt_attempt, claim.community_id, ids.str(),
+                      static_cast<int64_t>(s.retry_after.count()));
+  again.commit();
+  throw std::runtime_error("push match batch failed; its " + std::to_string(claim.jobs.size()) +
+                           " jobs counted an attempt");
 }
 
 size_t reap_exhausted_matches(pqxx::connection& conn, const match_settings&) {

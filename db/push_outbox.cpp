@@ -19,6 +19,8 @@ namespace {
 // Due: pending whose retry time came, or sending whose claim lapsed (a claim
 // sets next_attempt_at to its lease's end). Each locked row is revalidated in
 // the same statement, and only rows that pass are claimed; the others fail.
+// A renewal of the lease (a newer generation, same endpoint) keeps its owed
+// retries; a rotated endpoint, an ended lease or a lost reader ends them.
 constexpr const char* stmt_claim = "waggle_pw_claim";
 constexpr const char* sql_claim = R"sql(
 WITH due AS (
@@ -29,9 +31,8 @@ WITH due AS (
      FOR UPDATE SKIP LOCKED
 ), chk AS (
   SELECT w.community_id, w.id,
-         coalesce(w.attempts < $3 AND w.expires_at > $4 AND l.generation = w.lease_generation
-                  AND l.active AND l.endpoint_enabled AND l.expires_at > $4
-                  AND l.endpoint_hash = w.endpoint_hash
+         coalesce(w.attempts < $3 AND w.expires_at > $4 AND l.generation >= w.lease_generation
+                  AND waggle_push_lease_live(l, $4) AND l.endpoint_hash = w.endpoint_hash
                   AND waggle_listener_may_read(w.community_id, w.event_id, w.author, $4),
                   false) AS ok
     FROM due d
@@ -58,50 +59,58 @@ UNION ALL
 SELECT 'n', count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM bad
 )sql";
 
-// One statement for any mix of completions. `gone` (a 410) also disables
-// the endpoint of exactly the lease generation the wake was sent for.
+// Completions, fenced by (id, claim_id, state 'sending'). A `gone` (410)
+// first disables the endpoint of exactly the lease generation its wake was
+// sent for, in its own statement BEFORE any wake row changes: a matcher's
+// flush holds lease rows while its insert may wait for a wake row this
+// transaction changes, so lease rows must never be locked after wake rows.
+constexpr const char* stmt_gone = "waggle_pw_gone";
+constexpr const char* sql_gone = R"sql(
+UPDATE push_leases l SET endpoint_enabled = false, updated_at = now()
+  FROM (SELECT DISTINCT w.community_id, w.author, w.installation_id, w.lease_generation
+          FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(community_id, id, claim_id)
+          JOIN push_wake_outbox w ON w.community_id = u.community_id AND w.id = u.id
+                                 AND w.claim_id = u.claim_id::uuid AND w.state = 'sending') AS g
+ WHERE l.community_id = g.community_id AND l.author = g.author
+   AND l.installation_id = g.installation_id AND l.generation = g.lease_generation
+)sql";
+
 constexpr const char* stmt_complete = "waggle_pw_complete";
 constexpr const char* sql_complete = R"sql(
 WITH u AS (
   SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
          WITH ORDINALITY AS u(community_id, id, claim_id, how, retry_ms, ord)
-), upd AS (
-  UPDATE push_wake_outbox w
-     SET state = CASE WHEN u.how = 'delivered' THEN 'delivered'
-                      WHEN u.how = 'retry' AND w.attempts < $6 THEN 'pending'
-                      ELSE 'failed' END,
-         claim_id = NULL,
-         next_attempt_at = CASE WHEN u.how = 'retry'
-                                THEN now() + u.retry_ms * interval '1 millisecond'
-                                ELSE w.next_attempt_at END
-    FROM u
-   WHERE w.community_id = u.community_id AND w.id = u.id AND w.claim_id = u.claim_id::uuid
-     AND w.state = 'sending'
-  RETURNING u.ord, u.how, w.community_id, w.author, w.installation_id, w.lease_generation
-), gone AS (
-  UPDATE push_leases l SET endpoint_enabled = false, updated_at = now()
-    FROM upd
-   WHERE upd.how = 'gone' AND l.community_id = upd.community_id AND l.author = upd.author
-     AND l.installation_id = upd.installation_id AND l.generation = upd.lease_generation
-  RETURNING 1
 )
-SELECT ord FROM upd
+UPDATE push_wake_outbox w
+   SET state = CASE WHEN u.how = 'delivered' THEN 'delivered'
+                    WHEN u.how = 'retry' AND w.attempts < $6 THEN 'pending'
+                    ELSE 'failed' END,
+       claim_id = NULL,
+       next_attempt_at = CASE WHEN u.how = 'retry'
+                              THEN now() + u.retry_ms * interval '1 millisecond'
+                              ELSE w.next_attempt_at END
+  FROM u
+ WHERE w.community_id = u.community_id AND w.id = u.id AND w.claim_id = u.claim_id::uuid
+   AND w.state = 'sending'
+RETURNING u.ord
 )sql";
 
-// Leases past their expiry end; final wakes past theirs go (their dedup key
-// is no longer needed: a wake that old is not sent again).
-constexpr const char* sql_sweep = R"sql(
-WITH leases AS (
-  UPDATE push_leases SET active = false, updated_at = now()
-   WHERE active AND expires_at <= extract(epoch FROM now())
-  RETURNING 1
-), wakes AS (
-  DELETE FROM push_wake_outbox
-   WHERE created_at < now() - interval '10 minutes'
-     AND expires_at <= extract(epoch FROM now()) AND state IN ('delivered', 'failed')
-  RETURNING 1
-)
-SELECT (SELECT count(*) FROM leases) + (SELECT count(*) FROM wakes)
+// The sweep, two statements in two transactions (neither holds the other's
+// rows): leases past their expiry or whose event was deleted end; final
+// wakes past their expiry go (their dedup key is no longer needed: a wake
+// that old is not sent again).
+constexpr const char* sql_sweep_leases = R"sql(
+UPDATE push_leases l SET active = false, updated_at = now()
+ WHERE l.active
+   AND (l.expires_at <= extract(epoch FROM now())
+        OR NOT EXISTS (SELECT 1 FROM events e
+                        WHERE e.community_id = l.community_id AND e.id = l.source_event_id
+                          AND e.deleted_at IS NULL))
+)sql";
+constexpr const char* sql_sweep_wakes = R"sql(
+DELETE FROM push_wake_outbox
+ WHERE created_at < now() - interval '10 minutes'
+   AND expires_at <= extract(epoch FROM now()) AND state IN ('delivered', 'failed')
 )sql";
 
 const char* how_text(wake_completion h) {
@@ -169,6 +178,17 @@ std::vector<bool> complete_wakes(pqxx::connection& conn, const std::vector<wake_
   }
   conn.prepare(stmt_complete, sql_complete);
   pqxx::work tx(conn);
+  array_literal g_community, g_id, g_claim;
+  for (const auto& x : c)
+    if (x.how == wake_completion::gone) {
+      g_community.integer(x.community_id);
+      g_id.integer(x.id);
+      g_claim.text(x.claim_id);
+    }
+  if (!g_community.empty()) {
+    conn.prepare(stmt_gone, sql_gone);
+    tx.exec_prepared(stmt_gone, g_community.str(), g_id.str(), g_claim.str());
+  }
   auto rows = tx.exec_prepared(stmt_complete, community.str(), id.str(), claim.str(), how.str(),
                                retry.str(), max_attempts);
   tx.commit();
@@ -178,9 +198,12 @@ std::vector<bool> complete_wakes(pqxx::connection& conn, const std::vector<wake_
 }
 
 size_t sweep_push(pqxx::connection& conn) {
-  pqxx::work tx(conn);
-  auto n = tx.exec1(sql_sweep)[0].as<size_t>();
-  tx.commit();
+  size_t n = 0;
+  for (const char* sql : {sql_sweep_leases, sql_sweep_wakes}) {
+    pqxx::work tx(conn);
+    n += tx.exec0(sql).affected_rows();
+    tx.commit();
+  }
   return n;
 }
 

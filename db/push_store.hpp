@@ -79,7 +79,8 @@ struct claimed_job {
 inline constexpr int max_match_attempts = 8;
 
 // Claims up to max_jobs due jobs of ONE community (the one with the oldest
-// due job not locked by another claimer), FOR UPDATE SKIP LOCKED, under one
+// due job not locked by another claimer, not among `recently_served` unless
+// no other has due jobs), FOR UPDATE SKIP LOCKED, under one
 // fresh claim_id: state 'matching', attempts + 1, due again at the claim's
 // lease end. In the caller's transaction.
 struct job_claim {
@@ -87,7 +88,10 @@ struct job_claim {
   std::string claim_id;
   std::vector<claimed_job> jobs;
 };
-job_claim claim_match_jobs(pqxx::transaction_base& tx, const match_settings& s);
+// `recently_served`: communities of the caller's last batches, passed over
+// while another community has due jobs (fairness across communities).
+job_claim claim_match_jobs(pqxx::transaction_base& tx, const match_settings& s,
+                           const std::vector<int64_t>& recently_served = {});
 
 // Fenced by (community, claim_id, state 'matching'): deletes the finished
 // jobs and sends the failed ones back (pending, due after retry_after).
@@ -152,7 +156,8 @@ struct match_batch {
 // memory, flush, complete: ONE transaction. A flush that fails is rolled back
 // to a savepoint and only the jobs that contributed wakes are sent back;
 // jobs without wakes complete. `now` is unix seconds.
-match_batch run_match_batch(pqxx::connection& conn, const match_settings& s, int64_t now);
+match_batch run_match_batch(pqxx::connection& conn, const match_settings& s, int64_t now,
+                            const std::vector<int64_t>& recently_served = {});
 
 // The separate sweep: deletes jobs with max_attempts or more; returns how many.
 size_t reap_exhausted_matches(pqxx::connection& conn, const match_settings& s);

@@ -3,11 +3,14 @@
 -- matcher turns jobs into wakes; push delivery sends wakes to the gateway.
 -- Lock domains and their order: docs/lock-protocol.md.
 
--- One row per (community, author, installation): the live state of the
--- newest accepted lease event at that address. `active` is cleared when the
--- lease event is deleted (NIP-09, NIP-40 reaping: trigger below) or expires
--- (the sweep); `endpoint_enabled` is cleared by a 410 for exactly this
--- generation. Empty `channels` or `kinds` mean "every one".
+-- One row per (community, author, installation): the newest accepted lease
+-- event at that address. A lease is LIVE (waggle_push_lease_live) while it is
+-- active, its endpoint enabled, it has not expired and its source event is
+-- still live: deleting the lease event (NIP-09, NIP-40 reaping) ends it
+-- without touching this row, so no event write ever locks a lease row (the
+-- lock order of docs/lock-protocol.md depends on it). `active` is cleared by
+-- the sweep for expired or deleted leases; `endpoint_enabled` by a 410 for
+-- exactly this generation. Empty `channels` or `kinds` mean "every one".
 CREATE TABLE push_leases (
   community_id      bigint      NOT NULL REFERENCES communities (id),
   author            bytea       NOT NULL,
@@ -34,6 +37,14 @@ CREATE UNIQUE INDEX push_leases_source ON push_leases (community_id, source_even
 -- One live lease per endpoint in a community (the same phone may hold a lease
 -- in each community it belongs to).
 CREATE UNIQUE INDEX push_leases_endpoint ON push_leases (community_id, endpoint_hash) WHERE active;
+
+CREATE FUNCTION waggle_push_lease_live(l push_leases, p_now bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT l.active AND l.endpoint_enabled AND l.expires_at > p_now
+     AND EXISTS (SELECT 1 FROM events e
+                  WHERE e.community_id = l.community_id AND e.id = l.source_event_id
+                    AND e.deleted_at IS NULL)
+$$;
 
 -- One job per (community, event) of a push kind committed while the community
 -- had a live lease. A claim sets state 'matching', a fresh claim_id and
@@ -120,8 +131,8 @@ BEGIN
   INSERT INTO push_match_queue (community_id, event_id)
   SELECT u.c, u.e FROM unnest(p_community, p_event) AS u(c, e)
    WHERE EXISTS (SELECT 1 FROM push_leases l
-                  WHERE l.community_id = u.c AND l.active AND l.endpoint_enabled
-                    AND l.expires_at > extract(epoch FROM clock_timestamp()))
+                  WHERE l.community_id = u.c
+                    AND waggle_push_lease_live(l, extract(epoch FROM clock_timestamp())::bigint))
    ORDER BY u.c, u.e
   ON CONFLICT DO NOTHING;
   GET DIAGNOSTICS n = ROW_COUNT;
@@ -134,14 +145,15 @@ $$;
 
 -- Accepting a lease, in the lease event's own transaction, after the write
 -- path stored the event (which took the address's replacement lock: the
--- first lock of this protocol). Then the author lock (quota), then, for an
--- activation, push_gate EXCLUSIVE, which waits for every batch that holds it
--- SHARED to commit; the backfill then reads with a fresh snapshot and sees
--- them. Returns the outcome; anything but 'activated' is a refusal, and the
--- caller rolls the whole transaction back (the event too).
--- Every live lease accepted counts as an activation (an EXCLUSIVE lock and a
--- backfill per renewal: rare, and simpler than proving which renewals may
--- skip it).
+-- first lock of this protocol). Then the author lock (the quota), then
+-- push_gate EXCLUSIVE, which waits for every batch and every matcher batch
+-- that holds it SHARED to commit; only then the lease row (so a matcher's
+-- flush, which locks lease rows under its SHARED gate lock, never waits for
+-- an acceptance that waits for it). The backfill reads with a fresh snapshot
+-- (after the EXCLUSIVE lock's wait) and runs only for an activation: a
+-- renewal of a live lease needs none, every event since it went live has its
+-- job. Returns the outcome; anything but 'activated' or 'renewed' is a
+-- refusal, and the caller rolls the whole transaction back (the event too).
 CREATE FUNCTION waggle_accept_lease(p_community bigint, p_author bytea, p_installation text,
                                     p_event bytea, p_created_at bigint, p_generation bigint,
                                     p_grant text, p_hash bytea, p_app text, p_channels text[],
@@ -151,25 +163,32 @@ CREATE FUNCTION waggle_accept_lease(p_community bigint, p_author bytea, p_instal
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   now_s bigint := extract(epoch FROM clock_timestamp())::bigint;
-  prev_generation bigint;
+  prev push_leases;
+  renewal boolean := false;
   n int;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtextextended(
     'waggle_push_author:' || p_community || ':' || encode(p_author, 'hex'), 0));
-  SELECT generation INTO prev_generation FROM push_leases
+  PERFORM pg_advisory_xact_lock(hashtextextended('waggle_push_gate:' || p_community, 0));
+  SELECT * INTO prev FROM push_leases
    WHERE community_id = p_community AND author = p_author AND installation_id = p_installation
      FOR UPDATE;
-  IF prev_generation IS NOT NULL AND prev_generation >= p_generation THEN
-    RETURN 'stale_generation';
+  IF FOUND THEN
+    IF prev.generation >= p_generation THEN
+      RETURN 'stale_generation';
+    END IF;
+    -- The write path has just soft-deleted prev's source event (replaced by
+    -- this one): whether prev was live is judged without that.
+    renewal := prev.active AND prev.endpoint_enabled AND prev.expires_at > now_s;
   END IF;
   IF p_expires_at <= now_s THEN
     RETURN 'expired';
   END IF;
   UPDATE push_leases SET active = false, updated_at = now()
    WHERE community_id = p_community AND author = p_author AND active AND expires_at <= now_s;
-  IF (SELECT count(*) FROM push_leases
-       WHERE community_id = p_community AND author = p_author AND active
-         AND installation_id <> p_installation) >= p_quota THEN
+  IF (SELECT count(*) FROM push_leases l
+       WHERE l.community_id = p_community AND l.author = p_author
+         AND l.installation_id <> p_installation AND waggle_push_lease_live(l, now_s)) >= p_quota THEN
     RETURN 'quota';
   END IF;
   IF EXISTS (SELECT 1 FROM push_leases
@@ -177,7 +196,6 @@ BEGIN
                 AND (author, installation_id) <> (p_author, p_installation)) THEN
     RETURN 'endpoint_taken';
   END IF;
-  PERFORM pg_advisory_xact_lock(hashtextextended('waggle_push_gate:' || p_community, 0));
   INSERT INTO push_leases AS l (community_id, author, installation_id, source_event_id,
                                 source_created_at, generation, active, endpoint_enabled,
                                 endpoint_grant, endpoint_hash, app, channels, kinds, mutes,
@@ -192,12 +210,17 @@ BEGIN
          channels = EXCLUDED.channels, kinds = EXCLUDED.kinds, mutes = EXCLUDED.mutes,
          expires_at = EXCLUDED.expires_at, updated_at = now()
    WHERE l.generation < EXCLUDED.generation;
-  -- The backfill (a fresh snapshot: after the EXCLUSIVE lock's wait). Recent
-  -- events of the push kinds, by their arrival (the created_at bound, the
-  -- relay's created_at window wider, only lets the kind index serve it); and
-  -- the events this node's
-  -- ingest stored without the gate statement while it believed the community
-  -- had no lease (docs/push.md, "Why the gate cache loses no wake").
+  IF renewal THEN
+    RETURN 'renewed';
+  END IF;
+  -- The backfill. Recent events of the push kinds, by their arrival (the
+  -- created_at bound, the relay's created_at window wider, only lets the
+  -- kind index serve it); and the events this node's ingest stored without
+  -- the gate statement while it believed the community had no lease
+  -- (docs/push.md, "Why the gate cache loses no wake"). A job that exists
+  -- is left as it is: no matcher holds one now (a matcher holds the gate
+  -- SHARED from before it claims until it commits), so its next batch, after
+  -- this commit, matches it with this lease too.
   INSERT INTO push_match_queue (community_id, event_id)
   SELECT e.community_id, e.id FROM events e
    WHERE e.community_id = p_community
@@ -217,21 +240,3 @@ BEGIN
   RETURN 'activated';
 END
 $$;
-
--- A lease event deleted (NIP-09 soft deletion, NIP-40 reaping) or replaced
--- ends its lease; the replacing event's acceptance, in the same transaction,
--- writes the new state right after.
-CREATE FUNCTION waggle_push_lease_gone() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-  UPDATE push_leases SET active = false, updated_at = now()
-   WHERE community_id = OLD.community_id AND source_event_id = OLD.id AND active;
-  RETURN NULL;
-END
-$$;
-CREATE TRIGGER waggle_push_lease_deleted AFTER UPDATE OF deleted_at ON events
-  FOR EACH ROW WHEN (OLD.kind = 30350 AND OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL)
-  EXECUTE FUNCTION waggle_push_lease_gone();
-CREATE TRIGGER waggle_push_lease_reaped AFTER DELETE ON events
-  FOR EACH ROW WHEN (OLD.kind = 30350)
-  EXECUTE FUNCTION waggle_push_lease_gone();

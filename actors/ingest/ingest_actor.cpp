@@ -155,7 +155,10 @@ void ingest_state::on_batch_done(writer_session_actor writer, write_batch_reply 
                     : write_result{write_outcome::failed, "writer returned no result"};
     if (result.outcome == write_outcome::stored) {
       const auto& item = batch[k].item;
-      committed.items.push_back(item);
+      // A push lease is write-only (its endpoint grant addresses a phone):
+      // never fanned out, never read back (docs/push.md).
+      if (!batch[k].lease)
+        committed.items.push_back(item);
       if (item.ev && proto::push::is_push_kind(item.ev->kind))
         gate.note_stored(item.community_id, item.ev->id, flown.gate);
     }

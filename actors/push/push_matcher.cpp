@@ -121,7 +121,7 @@ void push_matcher_state::run() {
   }
   db::match_batch b;
   try {
-    b = db::run_match_batch(*conn, settings.match, env.unix_now());
+    b = db::run_match_batch(*conn, settings.match, env.unix_now(), recently_served);
   } catch (const pqxx::broken_connection&) {
     session->reset();
     arm(settings.poll_max);
@@ -134,6 +134,9 @@ void push_matcher_state::run() {
     return;
   }
   if (b.jobs > 0) {
+    recently_served.push_back(b.community_id);
+    if (recently_served.size() > 8)
+      recently_served.erase(recently_served.begin());
     if (env.trace)
       trace_node_message(env, "match", record_of(b));
     if (env.stats) {

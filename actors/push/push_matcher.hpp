@@ -47,6 +47,7 @@ struct push_matcher_state {
   uint64_t tick_generation = 0;
   steady_time last_batch{};
   bool ran_once = false;
+  std::vector<int64_t> recently_served;  // the last 8 batches' communities (fairness)
 
   void init(ptr self_ptr, push_matcher_settings s, ingest_actor i, delivery_supervisor_actor d,
             node_env e);

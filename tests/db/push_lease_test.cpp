@@ -12,11 +12,12 @@ namespace {
 
 class PushLeaseTest : public PushTest {
  protected:
+  // The generation of the address's lease while it is live (0: none live).
   int64_t lease_generation(int64_t c, int author, const std::string& installation = "phone") {
     pqxx::nontransaction tx(conn());
     auto r = tx.exec_params(
-      "SELECT generation FROM push_leases WHERE community_id = $1 AND author = decode($2, 'hex') "
-      "AND installation_id = $3 AND active",
+      "SELECT generation FROM push_leases l WHERE community_id = $1 AND author = decode($2, 'hex') "
+      "AND installation_id = $3 AND waggle_push_lease_live(l, extract(epoch FROM now())::bigint)",
       c, pkey(author), installation);
     return r.empty() ? 0 : r[0][0].as<int64_t>();
   }
