@@ -307,6 +307,9 @@ int run_push(const load_options& o) {
       read.set_value();
     });
     read.get_future().wait();
+    if (step.commits && step.outcomes.accepted)
+      step.commits->per_message = static_cast<double>(step.commits->net) /
+                                  static_cast<double>(step.outcomes.accepted);
     auto answered = step.outcomes.accepted + step.outcomes.duplicate + step.outcomes.rejected;
     step.unanswered = step.outcomes.sent - std::min(step.outcomes.sent, answered);
     if (ran_out || progress.dropped)
