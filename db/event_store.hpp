@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,17 @@ struct write_options {
   // Tests only: runs inside the transaction right before COMMIT, after every
   // statement of the batch (a barrier for concurrency tests).
   std::function<void()> before_commit;
+  // The push gate (docs/push.md): the communities whose inserted push-kind
+  // events run the gate statement. nullopt: every community (the safe
+  // default for every path but ingest, which knows which communities have
+  // no live lease and lists the others).
+  std::optional<std::vector<int64_t>> push_gated;
+  // Push leases (kind 30350) are accepted only on their own path
+  // (db/push_store.hpp), which sets this and runs `after_write`.
+  bool accepting_lease = false;
+  // In write_batch's transaction after the batch's statements: may change
+  // the results; false rolls the transaction back instead of committing.
+  std::function<bool(pqxx::work& tx, std::vector<write_result>& results)> after_write;
 };
 
 // Runs `items` as ONE transaction (docs/write-path.md): multi-row insert with

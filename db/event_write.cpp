@@ -2,6 +2,7 @@
 #include "db/event_write_sql.hpp"
 #include "db/indexed_tags.hpp"
 #include "db/operator_outbox.hpp"
+#include "db/push_store.hpp"
 #include "db/sql_util.hpp"
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip40.hpp"
+#include "messages/proto/push.hpp"
 
 // The write path for events (docs/write-path.md, docs/lock-protocol.md).
 //
@@ -52,6 +54,11 @@
 //   S6 outbox   db::enqueue_mentions (db/operator_outbox.cpp): the operator
 //               listener rows of those events' mentions and their NOTIFY
 //               (docs/delivery.md); skipped when no inserted event mentions.
+//   S7 gate     db::gate_push_jobs (db/push_store.hpp): push_gate SHARED for
+//               the communities of the inserted push-kind events and their
+//               match jobs where a live lease exists (docs/push.md); last,
+//               as push_gate is last in the lock order; skipped when no
+//               such event is in a gated community.
 // Channel posts (an `h` tag, not a NIP-29 command) are checked in S1: the
 // channel must exist, be live and not archived, and the author must be an
 // active member (proto::nip29::may_post). The check is a plain read in the
@@ -285,6 +292,11 @@ void batch_write::collect_candidates() {
     auto channel = nip29::channel_of(*ev);
     if (!channel) {
       results[i] = {write_outcome::rejected, channel.error().reason};
+      continue;
+    }
+    if (ev->kind == proto::push::kind_lease && !opts.accepting_lease) {
+      // A lease event is stored only together with its push_leases row.
+      results[i] = {write_outcome::rejected, "push leases are accepted one at a time"};
       continue;
     }
     bool command = nip29::is_group_command(ev->kind);
@@ -679,6 +691,21 @@ std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
   b.finish_aliases();
   return std::move(b.results);
 }
+// S7: the push gate for the inserted push-kind events of gated communities.
+void gate_inserted(pqxx::work& tx, const std::vector<mention_source>& inserted,
+                   const write_options& opts) {
+  std::vector<gated_event> gated;
+  for (const auto& s : inserted) {
+    if (!proto::push::is_push_kind(s.ev->kind))
+      continue;
+    if (opts.push_gated && std::find(opts.push_gated->begin(), opts.push_gated->end(),
+                                     s.community_id) == opts.push_gated->end())
+      continue;
+    gated.push_back({s.community_id, s.ev->id, s.ev->kind});
+  }
+  if (!gated.empty())
+    gate_push_jobs(tx, gated);
+}
 }  // namespace
 
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
@@ -693,7 +720,10 @@ std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_
         out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
       return out;
     },
-    [&tx](const std::vector<mention_source>& inserted) { enqueue_mentions(tx, inserted); });
+    [&tx, &opts](const std::vector<mention_source>& inserted) {
+      enqueue_mentions(tx, inserted);
+      gate_inserted(tx, inserted, opts);
+    });
 }
 
 std::vector<write_result> write_batch(pqxx::connection& conn,
@@ -707,6 +737,10 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
   // libpqxx 6.4 does not offer it (docs/benchmarks.md, "What would move it").
   pqxx::work tx(conn);
   auto results = write_events(tx, items, opts);
+  if (opts.after_write && !opts.after_write(tx, results)) {
+    tx.abort();
+    return results;
+  }
   if (opts.before_commit)
     opts.before_commit();
   tx.commit();
