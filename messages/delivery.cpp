@@ -13,6 +13,8 @@ delivery_verdict classify_delivery(const delivery_response& r) {
   // not refusing: the same as the statuses that ask to come back later.
   if (r.status == 0 || r.status == 408 || r.status == 429 || r.status >= 500)
     return delivery_verdict::retry;
+  if (r.status == 410)
+    return delivery_verdict::gone;
   return delivery_verdict::terminal;
 }
 

@@ -55,7 +55,9 @@ struct delivery_claim_reply {
   bool failed = false;  // the database did not answer: poll later
 };
 
-enum class delivery_verdict : uint8_t { delivered, retry, terminal };
+// `gone` (410): the receiver says the address is no more; the push queue
+// disables the lease generation it was sent for, others treat it as terminal.
+enum class delivery_verdict : uint8_t { delivered, retry, terminal, gone };
 
 struct delivery_complete_request {
   delivery_job job;
@@ -66,6 +68,17 @@ enum class delivery_completion : uint8_t { done, dropped, fenced, failed };
 struct delivery_complete_reply {
   delivery_completion result = delivery_completion::done;
 };
+
+// Several completions in one transaction (a supervisor with a completion
+// delay, docs/push.md: one commit for a burst of answers); results aligned.
+struct delivery_complete_batch {
+  std::vector<delivery_complete_request> requests;
+};
+struct delivery_complete_batch_reply {
+  std::vector<delivery_complete_reply> results;
+};
+// The supervisor's timer for writing held completions.
+struct delivery_flush {};
 
 // -- supervisor <-> slots ------------------------------------------------------
 
@@ -117,8 +130,8 @@ struct listener_reap_tick {};
 
 // -- pure decisions ------------------------------------------------------------
 
-// 2xx delivered; 408, 429, 5xx and no answer: retry; anything else (3xx
-// included: redirects are not followed) terminal.
+// 2xx delivered; 408, 429, 5xx and no answer: retry; 410 gone; anything
+// else (3xx included: redirects are not followed) terminal.
 delivery_verdict classify_delivery(const delivery_response& r);
 
 // 2^(attempt-1) seconds, the exponent capped at `max_exponent`.
@@ -162,6 +175,18 @@ typename Inspector::result_type inspect(Inspector& f, delivery_complete_request&
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_complete_reply& x) {
   return f(caf::meta::type_name("delivery_complete_reply"), x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch& x) {
+  return f(caf::meta::type_name("delivery_complete_batch"), x.requests);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch_reply& x) {
+  return f(caf::meta::type_name("delivery_complete_batch_reply"), x.results);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_flush&) {
+  return f(caf::meta::type_name("delivery_flush"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_attempt& x) {

@@ -16,7 +16,8 @@ namespace waggle {
 // Ingest: the writer pool with group commit (docs/write-path.md).
 using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>,
                                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
-                                     caf::reacts_to<ingest_tick>>;
+                                     caf::reacts_to<ingest_tick>,
+                                     caf::reacts_to<push_gate_loaded>>;
 
 // One writer session: owns one writer connection, runs one batch at a time.
 using writer_session_actor
@@ -114,16 +115,23 @@ using community_directory_actor
 // The queue's store (detached, own connection): claims and fenced completions.
 using delivery_store_actor
   = caf::typed_actor<caf::replies_to<delivery_claim_request>::with<delivery_claim_reply>,
-                     caf::replies_to<delivery_complete_request>::with<delivery_complete_reply>>;
-// The delivery supervisor: at most N slots in flight, woken on commit.
+                     caf::replies_to<delivery_complete_request>::with<delivery_complete_reply>,
+                     caf::replies_to<delivery_complete_batch>::with<delivery_complete_batch_reply>>;
+// The delivery supervisor: at most N slots in flight, woken on commit; takes
+// jobs already claimed elsewhere (the push matcher's) as delivery_ready.
 using delivery_supervisor_actor
   = caf::typed_actor<caf::reacts_to<delivery_wake>, caf::reacts_to<listener_health>,
-                     caf::reacts_to<delivery_done>, caf::reacts_to<delivery_tick>>;
+                     caf::reacts_to<delivery_done>, caf::reacts_to<delivery_tick>,
+                     caf::reacts_to<delivery_ready>, caf::reacts_to<delivery_flush>>;
 // A delivery slot: one HTTP POST at a time.
 using delivery_slot_actor
   = caf::typed_actor<caf::reacts_to<delivery_attempt>, caf::reacts_to<delivery_response_in>>;
 // The listen actor (detached, its own LISTEN connection and a probe connection).
 using listen_actor = caf::typed_actor<caf::reacts_to<listen_tick>>;
+// The push matcher (detached, own connection): claims match jobs in batches.
+using push_matcher_actor
+  = caf::typed_actor<caf::reacts_to<push_match_wake>, caf::reacts_to<push_match_tick>,
+                     caf::reacts_to<push_sweep_tick>, caf::reacts_to<listener_health>>;
 // The listener registry (detached, own connection): registrations and reapers.
 using listener_registry_actor
   = caf::typed_actor<caf::replies_to<listener_registration_request>::with<listener_registration_reply>,

@@ -20,6 +20,7 @@
 #include "messages/proto/status.hpp"
 #include "messages/proto/write_policy.hpp"
 #include "messages/delivery.hpp"
+#include "messages/push.hpp"
 #include "messages/values.hpp"
 
 namespace waggle {
@@ -62,6 +63,15 @@ struct ingest_reply {
 // Ingest -> writer session: one transaction for all of it.
 struct write_batch_request {
   std::vector<ingest_item> items;
+  // The push gate (docs/push.md, "The gate cache"): every community's push
+  // events run the gate statement when `push_gate_all`, otherwise only
+  // those of `push_gated`.
+  bool push_gate_all = true;
+  std::vector<int64_t> push_gated;
+  // One push lease (kind 30350), accepted in its own transaction; `push_skipped`
+  // are the events ingest stored without the gate statement in its community.
+  bool lease = false;
+  std::vector<std::string> push_skipped;
 };
 
 struct write_batch_reply {
@@ -467,7 +477,8 @@ typename Inspector::result_type inspect(Inspector& f, ingest_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, write_batch_request& x) {
-  return f(caf::meta::type_name("write_batch_request"), x.items);
+  return f(caf::meta::type_name("write_batch_request"), x.items, x.push_gate_all, x.push_gated,
+           x.lease, x.push_skipped);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, write_batch_reply& x) {
@@ -862,4 +873,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::listener_registration_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::listener_registration_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::listener_reap_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_gate_loaded))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_match_wake))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_match_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_sweep_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_match_record))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_ready))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_batch))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_batch_reply))
+  CAF_ADD_TYPE_ID(waggle, (waggle::delivery_flush))
 CAF_END_TYPE_ID_BLOCK(waggle)

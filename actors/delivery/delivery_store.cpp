@@ -67,6 +67,26 @@ delivery_complete_reply delivery_store_state::on_complete(const delivery_complet
   return reply;
 }
 
+delivery_complete_batch_reply
+delivery_store_state::on_complete_batch(const delivery_complete_batch& req) {
+  delivery_complete_batch_reply reply;
+  reply.results.assign(req.requests.size(), delivery_complete_reply{delivery_completion::failed});
+  auto* conn = session->get();
+  if (!conn)
+    return reply;  // the claims' leases run out: sent again, at least once
+  try {
+    auto results = source->complete_batch(*conn, req.requests);
+    for (size_t i = 0; i < results.size() && i < reply.results.size(); ++i)
+      reply.results[i].result = results[i];
+  } catch (const pqxx::broken_connection&) {
+    session->reset();
+  } catch (const std::exception& e) {
+    log::error("delivery_store", "completions failed",
+               {{"rows", std::to_string(req.requests.size())}, {"error", e.what()}});
+  }
+  return reply;
+}
+
 delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
                                                         std::string database_url,
                                                         std::string role,
@@ -82,6 +102,10 @@ delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
     },
     [self](const delivery_complete_request& req) {
       return traced_exchange(self->state.env, req, [&] { return self->state.on_complete(req); });
+    },
+    [self](const delivery_complete_batch& req) {
+      return traced_exchange(self->state.env, req,
+                             [&] { return self->state.on_complete_batch(req); });
     },
   };
 }

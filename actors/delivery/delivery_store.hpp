@@ -28,6 +28,14 @@ class delivery_source {
   virtual delivery_claim_reply claim(pqxx::connection& conn, const delivery_claim_request& req) = 0;
   virtual delivery_completion complete(pqxx::connection& conn,
                                        const delivery_complete_request& req) = 0;
+  // Several completions; a queue that can writes them in one transaction.
+  virtual std::vector<delivery_completion>
+  complete_batch(pqxx::connection& conn, const std::vector<delivery_complete_request>& reqs) {
+    std::vector<delivery_completion> out;
+    for (const auto& r : reqs)
+      out.push_back(complete(conn, r));
+    return out;
+  }
 };
 
 struct delivery_store_state;
@@ -45,6 +53,7 @@ struct delivery_store_state {
             std::shared_ptr<delivery_source> s, node_env e);
   delivery_claim_reply on_claim(const delivery_claim_request& req);
   delivery_complete_reply on_complete(const delivery_complete_request& req);
+  delivery_complete_batch_reply on_complete_batch(const delivery_complete_batch& req);
 };
 
 delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,

@@ -20,6 +20,7 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
   settings = std::move(cfg);
   env = std::move(e);
   poll_delay = settings.poll_min;
+  listener_up = !settings.claim_when_freed;  // see claim_when_freed
   // Linked: a slot that dies takes the supervisor (and its siblings) with it,
   // and the node supervisor restarts the lot; rows claimed then are claimed
   // again when their lease runs out (at least once, never lost).
@@ -41,6 +42,7 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
 }
 
 void delivery_supervisor_state::claim() {
+  send_ready();  // jobs already claimed go first
   if (free_slots.empty())
     return;  // a slot that frees claims again
   if (claiming) {
@@ -130,22 +132,103 @@ void delivery_supervisor_state::on_done(delivery_done& d) {
                {"error", d.response.error}});
   const char* outcome = verdict == delivery_verdict::delivered ? "delivered"
                         : verdict == delivery_verdict::retry   ? "retry"
+                        : verdict == delivery_verdict::gone    ? "gone"
                                                                : "failed";
   // The completion goes to the store before the claim below, in one mailbox:
-  // the claim sees this row completed.
-  self->request(store, settings.store_timeout, std::move(req))
+  // the claim sees this row completed (a held one is still claimed by this
+  // supervisor, so no claim can take it either).
+  complete(std::move(req), outcome);
+  if (settings.claim_when_freed)
+    claim();
+  else
+    send_ready();
+}
+
+void delivery_supervisor_state::complete(delivery_complete_request req, std::string outcome) {
+  auto counted = [this](delivery_completion result, const std::string& outcome) {
+    switch (result) {
+      case delivery_completion::done: count(outcome); break;
+      case delivery_completion::dropped: count("dropped"); break;
+      case delivery_completion::fenced: count("fenced"); break;
+      case delivery_completion::failed: count("unrecorded"); break;
+    }
+  };
+  if (settings.completion_delay == caf::timespan{}) {
+    self->request(store, settings.store_timeout, std::move(req))
+      .then(
+        [this, outcome, counted](delivery_complete_reply& r) {
+          trace_reply_in(env, self->current_sender(), r);
+          counted(r.result, outcome);
+        },
+        [this](caf::error&) { count("unrecorded"); });
+    return;
+  }
+  completions.push_back(std::move(req));
+  completion_outcomes.push_back(std::move(outcome));
+  if (completions.size() >= settings.completion_batch)
+    on_flush();
+  else if (!flush_armed) {
+    flush_armed = true;
+    self->delayed_send(self, settings.completion_delay, delivery_flush{});
+  }
+}
+
+void delivery_supervisor_state::on_flush() {
+  flush_armed = false;
+  if (completions.empty())
+    return;
+  delivery_complete_batch batch{std::move(completions)};
+  auto outcomes = std::move(completion_outcomes);
+  completions.clear();
+  completion_outcomes.clear();
+  self->request(store, settings.store_timeout, std::move(batch))
     .then(
-      [this, outcome](delivery_complete_reply& r) {
+      [this, outcomes](delivery_complete_batch_reply& r) {
         trace_reply_in(env, self->current_sender(), r);
-        switch (r.result) {
-          case delivery_completion::done: count(outcome); break;
-          case delivery_completion::dropped: count("dropped"); break;
-          case delivery_completion::fenced: count("fenced"); break;
-          case delivery_completion::failed: count("unrecorded"); break;
+        for (size_t i = 0; i < outcomes.size(); ++i) {
+          auto result = i < r.results.size() ? r.results[i].result : delivery_completion::failed;
+          switch (result) {
+            case delivery_completion::done: count(outcomes[i]); break;
+            case delivery_completion::dropped: count("dropped"); break;
+            case delivery_completion::fenced: count("fenced"); break;
+            case delivery_completion::failed: count("unrecorded"); break;
+          }
         }
       },
-      [this](caf::error&) { count("unrecorded"); });
-  claim();
+      [this, n = outcomes.size()](caf::error&) {
+        for (size_t i = 0; i < n; ++i)
+          count("unrecorded");
+      });
+}
+
+void delivery_supervisor_state::on_ready(delivery_ready& r) {
+  auto now = env.steady_now();
+  for (auto& job : r.jobs) {
+    if (ready.size() >= settings.ready_max) {
+      count("overflow");  // claimed again when its claim's lease runs out
+      continue;
+    }
+    ready.push_back({std::move(job), now});
+  }
+  send_ready();
+}
+
+void delivery_supervisor_state::send_ready() {
+  auto now = env.steady_now();
+  while (!ready.empty() && !free_slots.empty()) {
+    auto r = std::move(ready.front());
+    ready.pop_front();
+    if (now - r.since > settings.ready_max_wait) {
+      count("stale");  // its revalidation is too old: the claim's lease runs out, claimed anew
+      continue;
+    }
+    auto slot = free_slots.back();
+    free_slots.pop_back();
+    slot_routes[slot] = r.job.route;
+    self->send(slots[slot], delivery_attempt{std::move(r.job)});
+  }
+  if (env.stats)
+    env.stats->deliveries_in_flight = static_cast<int64_t>(in_flight());
 }
 
 void delivery_supervisor_state::on_wake(const delivery_wake&) {
@@ -195,6 +278,16 @@ delivery_supervisor_impl(delivery_supervisor_ptr self, delivery_store_actor stor
       self->state.on_health(h);
     },
     [self](delivery_done& d) { self->state.on_done(d); },
+    [self](delivery_ready& r) {
+      trace_section section{self->state.env};
+      trace_node_message(self->state.env, "input", r);
+      self->state.on_ready(r);
+    },
+    [self](delivery_flush f) {
+      trace_section section{self->state.env};
+      trace_node_message(self->state.env, "timer", f);
+      self->state.on_flush();
+    },
     // -- timers -----------------------------------------------------------------
     [self](delivery_tick t) {
       trace_section section{self->state.env};

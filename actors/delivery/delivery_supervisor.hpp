@@ -11,6 +11,7 @@
 // the delivery store's business; the supervisor only decides what an answer
 // means (classify_delivery, delivery_backoff) and counts it.
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,21 @@ struct delivery_settings {
   std::chrono::milliseconds request_timeout{5000};
   int32_t max_backoff_exponent = 7;
   std::string relay_secret;  // for the slots' NIP-98
+  // Jobs claimed elsewhere (delivery_ready) wait here for a slot: at most
+  // `ready_max` of them, each at most `ready_max_wait` (its revalidation is
+  // that old); one dropped is claimed again when its claim's lease runs out.
+  size_t ready_max = 1024;
+  caf::timespan ready_max_wait = std::chrono::seconds(5);
+  // 0: each completion is written at once. Otherwise completions are held
+  // up to this long (or until `completion_batch` wait) and written in one
+  // transaction: a held completion lost in a crash only means a resend with
+  // the same request id when the claim's lease runs out.
+  caf::timespan completion_delay{};
+  size_t completion_batch = 64;
+  // false: a freed slot takes ready jobs but does not claim (a queue whose
+  // first attempts arrive as delivery_ready claims only retries, on its
+  // poll, which then backs off whatever the listener's health).
+  bool claim_when_freed = true;
 };
 
 struct delivery_supervisor_state;
@@ -51,6 +67,14 @@ struct delivery_supervisor_state {
   std::vector<delivery_slot_actor> slots;
   std::vector<uint32_t> free_slots;
   std::vector<std::string> slot_routes;  // each busy slot's job's route; empty when free
+  struct ready_job {
+    delivery_job job;
+    steady_time since;
+  };
+  std::deque<ready_job> ready;
+  std::vector<delivery_complete_request> completions;  // held (completion_delay)
+  std::vector<std::string> completion_outcomes;        // each one's metric label
+  bool flush_armed = false;
   bool claiming = false;     // one claim at a time
   bool claim_again = false;  // woken while claiming
   bool listener_up = false;  // until the listen actor says so, the poll does not back off
@@ -65,12 +89,16 @@ struct delivery_supervisor_state {
   void on_wake(const delivery_wake& w);
   void on_health(const listener_health& h);
   void on_tick(const delivery_tick& t);
+  void on_ready(delivery_ready& r);
+  void on_flush();
 
   size_t in_flight() const { return slots.size() - free_slots.size(); }
 
  private:
   void arm_poll(caf::timespan delay);
   void count(std::string_view outcome);
+  void send_ready();
+  void complete(delivery_complete_request req, std::string outcome);
 };
 
 delivery_supervisor_actor::behavior_type

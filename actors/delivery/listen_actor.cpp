@@ -6,18 +6,24 @@
 
 #include "actors/support/log.hpp"
 #include "db/operator_outbox.hpp"
+#include "db/push_store.hpp"
 
 namespace waggle {
 
-void listen_state::init(ptr self_ptr, delivery_supervisor_actor sup, listen_settings s,
-                        node_env e) {
+void listen_state::init(ptr self_ptr, delivery_supervisor_actor sup, push_matcher_actor m,
+                        listen_settings s, node_env e) {
   self = self_ptr;
   supervisor = std::move(sup);
+  matcher = std::move(m);
   settings = std::move(s);
   env = std::move(e);
   probe_channel = "waggle_probe_" + settings.node_id;
-  listen = std::make_unique<db::listen_connection>(
-    settings.listen_url, std::vector<std::string>{db::delivery_wake_channel, probe_channel});
+  std::vector<std::string> channels{probe_channel};
+  if (supervisor)
+    channels.push_back(db::delivery_wake_channel);
+  if (matcher)
+    channels.push_back(db::push_wake_channel);
+  listen = std::make_unique<db::listen_connection>(settings.listen_url, std::move(channels));
   if (settings.self_loop)
     self->send(self, listen_tick{});
 }
@@ -28,7 +34,10 @@ void listen_state::mark(bool is_up, const std::string& why) {
   up = is_up;
   if (env.stats)
     env.stats->listener_up = is_up ? 1 : 0;
-  self->send(supervisor, listener_health{is_up});
+  if (supervisor)
+    self->send(supervisor, listener_health{is_up});
+  if (matcher)
+    self->send(matcher, listener_health{is_up});
   if (is_up) {
     warned = false;
     log::info("listen", "listener up: notifications arrive");
@@ -58,7 +67,7 @@ bool listen_state::ensure_connected(steady_time now) {
   }
   // LISTEN holds from here: anything committed before it was missed, so one
   // claim catches up. Up is declared when the first probe comes back.
-  self->send(supervisor, delivery_wake{true});
+  wake_all(true);
   next_probe = now;
   return true;
 }
@@ -89,16 +98,20 @@ void listen_state::on_tick() {
       send_probe(now);
     try {
       auto arrived = listen->wait(settings.wait);
-      bool wake = false, probed = false;
+      bool wake = false, push = false, probed = false;
       for (const auto& n : arrived) {
         if (n.channel == probe_channel)
           probed = true;
+        else if (n.channel == db::push_wake_channel)
+          push = true;
         else
           wake = true;
       }
-      // Recorded where the supervisor takes it (its input), not here.
-      if (wake)
+      // Recorded where the supervisor and matcher take them (their inputs).
+      if (wake && supervisor)
         self->send(supervisor, delivery_wake{false});
+      if (push && matcher)
+        self->send(matcher, push_match_wake{false});
       now = env.steady_now();
       if (probed) {
         probe_sent.reset();
@@ -126,10 +139,19 @@ void listen_state::on_tick() {
     self->send(self, listen_tick{});
 }
 
+void listen_state::wake_all(bool catch_up) {
+  if (supervisor)
+    self->send(supervisor, delivery_wake{catch_up});
+  if (matcher)
+    self->send(matcher, push_match_wake{catch_up});
+}
+
 listen_actor::behavior_type listen_actor_impl(listen_state::ptr self,
                                               delivery_supervisor_actor supervisor,
-                                              listen_settings settings, node_env env) {
-  self->state.init(self, std::move(supervisor), std::move(settings), std::move(env));
+                                              listen_settings settings, node_env env,
+                                              push_matcher_actor matcher) {
+  self->state.init(self, std::move(supervisor), std::move(matcher), std::move(settings),
+                   std::move(env));
   return {
     [self](listen_tick) { self->state.on_tick(); },
   };

@@ -1,8 +1,9 @@
 #pragma once
 
 // The listen actor (docs/delivery.md, "Listen actor"): one dedicated
-// connection outside every pool that LISTENs on the wake channel and tells
-// the delivery supervisor at once on each notification. Notifications are
+// connection outside every pool that LISTENs on the wake channels and tells
+// the delivery supervisor (operator listeners' outbox) or the push matcher
+// (match jobs, docs/push.md) at once on each notification. Notifications are
 // delivered by PostgreSQL only after COMMIT, so a wake always means work a
 // claim can see.
 //
@@ -46,7 +47,8 @@ struct listen_state {
 
   using ptr = listen_actor::stateful_pointer<listen_state>;
   ptr self = nullptr;
-  delivery_supervisor_actor supervisor;
+  delivery_supervisor_actor supervisor;  // null: no operator listeners
+  push_matcher_actor matcher;            // null: push is off
   listen_settings settings;
   node_env env;
   std::unique_ptr<db::listen_connection> listen;
@@ -60,7 +62,8 @@ struct listen_state {
   steady_time next_connect{};
   std::chrono::milliseconds backoff{0};
 
-  void init(ptr self_ptr, delivery_supervisor_actor sup, listen_settings s, node_env e);
+  void init(ptr self_ptr, delivery_supervisor_actor sup, push_matcher_actor m, listen_settings s,
+            node_env e);
   void on_tick();
 
  private:
@@ -68,10 +71,12 @@ struct listen_state {
   void send_probe(steady_time now);
   void mark(bool is_up, const std::string& why);
   void drop(steady_time now, const std::string& why);
+  void wake_all(bool catch_up);
 };
 
 listen_actor::behavior_type listen_actor_impl(listen_state::ptr self,
                                               delivery_supervisor_actor supervisor,
-                                              listen_settings settings, node_env env);
+                                              listen_settings settings, node_env env,
+                                              push_matcher_actor matcher);
 
 }  // namespace waggle

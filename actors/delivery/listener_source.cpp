@@ -109,7 +109,7 @@ delivery_completion listener_source::complete(pqxx::connection& conn,
   db::completion how = db::completion::delivered;
   if (req.verdict == delivery_verdict::retry)
     how = db::completion::retry;
-  else if (req.verdict == delivery_verdict::terminal)
+  else if (req.verdict == delivery_verdict::terminal || req.verdict == delivery_verdict::gone)
     how = db::completion::terminal;
   switch (db::complete_delivery(conn, row, how, std::chrono::milliseconds(req.retry_after_ms),
                                 settings_)) {

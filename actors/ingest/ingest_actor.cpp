@@ -5,6 +5,7 @@
 
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
+#include "messages/proto/push.hpp"
 
 namespace waggle {
 
@@ -12,6 +13,7 @@ void ingest_state::init(ingest_ptr self_ptr, ingest_settings s,
                         std::vector<writer_session_actor> writers, hub_actor h, node_env e) {
   self = self_ptr;
   settings = s;
+  gate = waggle::push_gate_cache{s.push_enabled, s.push_gate_cache};
   env = std::move(e);
   hub = std::move(h);
   all_writers = writers;
@@ -32,7 +34,7 @@ void ingest_state::on_exit(const caf::exit_msg& msg) {
 
 void ingest_state::fail_everything(const std::string& reason) {
   for (auto& [writer, batch] : in_flight)
-    for (auto& p : batch)
+    for (auto& p : batch.items)
       p.promise.deliver(ingest_reply{write_outcome::failed, reason});
   in_flight.clear();
   for (auto& p : queue)
@@ -74,9 +76,14 @@ caf::typed_response_promise<ingest_reply> ingest_state::on_request(ingest_reques
     return promise;
   }
   auto now = env.steady_now();
-  if (req.ev)
+  bool lease = false;
+  if (req.ev) {
     note_arrival(req.ev->pubkey, now);
-  queue.push_back({ingest_item{req.community_id, std::move(req.ev)}, promise, now});
+    lease = req.ev->kind == proto::push::kind_lease;
+    if (lease)
+      gate.on_lease_seen(req.community_id);  // from now on every batch gates it
+  }
+  queue.push_back({ingest_item{req.community_id, std::move(req.ev)}, promise, now, lease});
   dispatch();
   return promise;
 }
@@ -88,6 +95,15 @@ void ingest_state::on_tick() {
 
 void ingest_state::dispatch() {
   while (!queue.empty() && !idle_writers.empty()) {
+    if (queue.front().lease) {
+      // The barrier (push_gate_cache.hpp): every batch dispatched before
+      // this lease was seen may have skipped its community's gate; the lease
+      // waits until they have all finished, so it can name their events.
+      if (!in_flight.empty())
+        return;
+      dispatch_lease();
+      continue;
+    }
     auto now = env.steady_now();
     if (should_hold(now)) {
       if (!hold_armed) {
@@ -103,12 +119,17 @@ void ingest_state::dispatch() {
     auto& batch = in_flight[writer.address()];
     write_batch_request req;
     req.items.reserve(n);
-    batch.reserve(n);
-    for (size_t k = 0; k < n; ++k) {
+    batch.items.reserve(n);
+    std::vector<int64_t> communities;
+    for (size_t k = 0; k < n && !queue.front().lease; ++k) {
       req.items.push_back(queue.front().item);
-      batch.push_back(std::move(queue.front()));
+      communities.push_back(queue.front().item.community_id);
+      batch.items.push_back(std::move(queue.front()));
       queue.pop_front();
     }
+    batch.gate = gate.decide(communities);
+    req.push_gate_all = batch.gate.all;
+    req.push_gated = batch.gate.gated;
     auto done = [this, writer](write_batch_reply& reply) {
       on_batch_done(writer, std::move(reply));
     };
@@ -124,15 +145,20 @@ void ingest_state::on_batch_done(writer_session_actor writer, write_batch_reply 
   auto i = in_flight.find(writer.address());
   if (i == in_flight.end())
     return;
-  auto batch = std::move(i->second);
+  auto flown = std::move(i->second);
   in_flight.erase(i);
+  auto& batch = flown.items;
   committed_events committed;
   for (size_t k = 0; k < batch.size(); ++k) {
     auto result = k < reply.results.size()
                     ? reply.results[k]
                     : write_result{write_outcome::failed, "writer returned no result"};
-    if (result.outcome == write_outcome::stored)
-      committed.items.push_back(batch[k].item);
+    if (result.outcome == write_outcome::stored) {
+      const auto& item = batch[k].item;
+      committed.items.push_back(item);
+      if (item.ev && proto::push::is_push_kind(item.ev->kind))
+        gate.note_stored(item.community_id, item.ev->id, flown.gate);
+    }
     batch[k].promise.deliver(ingest_reply{result.outcome, std::move(result.reason)});
   }
   if (env.stats && !committed.items.empty()) {
@@ -144,6 +170,27 @@ void ingest_state::on_batch_done(writer_session_actor writer, write_batch_reply 
     self->send(hub, std::move(committed));
   idle_writers.push_back(std::move(writer));
   dispatch();
+}
+
+// One lease, alone, in its own transaction (db::accept_lease_event).
+void ingest_state::dispatch_lease() {
+  auto writer = std::move(idle_writers.back());
+  idle_writers.pop_back();
+  auto& batch = in_flight[writer.address()];
+  write_batch_request req;
+  req.lease = true;
+  req.items.push_back(queue.front().item);
+  req.push_skipped = gate.take_skipped(queue.front().item.community_id);
+  batch.items.push_back(std::move(queue.front()));
+  queue.pop_front();
+  auto done = [this, writer](write_batch_reply& reply) { on_batch_done(writer, std::move(reply)); };
+  self->request(writer, caf::infinite, std::move(req))
+    .then(traced_reply<write_batch_reply>(self, env, std::move(done)),
+          [](caf::error&) { /* the exit handler answers the batch */ });
+}
+
+void ingest_state::on_gate_loaded(const push_gate_loaded& loaded) {
+  gate.on_loaded(loaded.communities);
 }
 
 // Start-up: every writer connection probes the roster fence; the first
@@ -188,6 +235,11 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
     },
     [self](fence_probe_request) -> caf::typed_response_promise<fence_probe_reply> {
       return self->state.on_fence_probe();
+    },
+    [self](push_gate_loaded& loaded) {
+      trace_section section{self->state.env};
+      trace_node_message(self->state.env, "input", loaded);
+      self->state.on_gate_loaded(loaded);
     },
     // -- timers -----------------------------------------------------------------
     [self](ingest_tick tick) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/ingest/push_gate_cache.hpp"
 #include "actors/support/env.hpp"
 #include "messages/interfaces.hpp"
 
@@ -34,6 +35,10 @@ struct ingest_settings {
   // POST /events spawns an actor per request, and one author's stream, on
   // any transport, is one publisher. 2..32 (the arrivals remembered).
   size_t commit_siblings = 4;
+  // The push gate cache (docs/push.md): push off, no batch runs the gate;
+  // cache off, every batch runs it for every community.
+  bool push_enabled = true;
+  bool push_gate_cache = true;
 };
 
 struct ingest_state;
@@ -47,6 +52,12 @@ struct ingest_state {
     ingest_item item;
     caf::typed_response_promise<ingest_reply> promise;
     time_point queued_at;
+    bool lease = false;  // a push lease: written alone, behind the barrier
+  };
+  // A batch a writer is running, and what it was told about the push gate.
+  struct flight {
+    std::vector<pending> items;
+    push_gate_cache::decision gate;
   };
   struct arrival {
     std::string author;  // pubkey hex; "" = unused slot
@@ -62,7 +73,8 @@ struct ingest_state {
   std::deque<pending> queue;
   // Batches a writer is running, by writer: answered on its reply, or failed
   // if the writer dies (its commit outcome is then unknown).
-  std::map<caf::actor_addr, std::vector<pending>> in_flight;
+  std::map<caf::actor_addr, flight> in_flight;
+  push_gate_cache gate;
   // The last arrivals, for counting the authors publishing right now.
   static constexpr size_t remembered = 32;
   std::array<arrival, remembered> recent{};
@@ -74,6 +86,7 @@ struct ingest_state {
   caf::typed_response_promise<ingest_reply> on_request(ingest_request& req);
   void on_tick();
   caf::typed_response_promise<fence_probe_reply> on_fence_probe();
+  void on_gate_loaded(const push_gate_loaded& loaded);
   void on_exit(const caf::exit_msg& msg);
 
   void note_arrival(const std::string& author, time_point now);
@@ -85,6 +98,7 @@ struct ingest_state {
 
  private:
   void dispatch();
+  void dispatch_lease();
   void on_batch_done(writer_session_actor writer, write_batch_reply reply);
 };
 

@@ -12,9 +12,10 @@
 namespace waggle {
 
 void writer_session_state::init(writer_session_ptr self_ptr, std::string database_url,
-                                std::string role, node_env e) {
+                                std::string role, node_env e, db::lease_settings l) {
   self = self_ptr;
   env = e.for_actor(role);
+  leases = l;
   // The batch statements are prepared once per connection and their shape
   // does not depend on the values (arrays of the batch's rows, index probes
   // forced by OFFSET 0): a generic plan is right for every batch, and
@@ -35,7 +36,15 @@ write_batch_reply writer_session_state::on_write_batch(const write_batch_request
   }
   auto started = std::chrono::steady_clock::now();
   try {
-    reply.results = db::write_batch_bisecting(*conn, req.items);
+    if (req.lease) {
+      reply.results.push_back(db::accept_lease_event(*conn, req.items.at(0), {}, leases,
+                                                     req.push_skipped, env.unix_now()));
+    } else {
+      db::write_options opts;
+      if (!req.push_gate_all)
+        opts.push_gated = req.push_gated;
+      reply.results = db::write_batch_bisecting(*conn, req.items, opts);
+    }
   } catch (const db::batch_unavailable& e) {
     // Halves that committed before the connection broke keep their real
     // outcome (so they are answered OK and fanned out); the rest failed.
@@ -72,11 +81,11 @@ fence_probe_reply writer_session_state::on_fence_probe() {
 
 writer_session_actor::behavior_type writer_session_impl(writer_session_ptr self,
                                                         std::string database_url, std::string role,
-                                                        node_env env) {
+                                                        node_env env, db::lease_settings leases) {
   // So trace records can name this session as the sender of its replies.
   if (env.trace)
     env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
-  self->state.init(self, std::move(database_url), std::move(role), std::move(env));
+  self->state.init(self, std::move(database_url), std::move(role), std::move(env), leases);
   return {
     // -- requests ---------------------------------------------------------------
     [self](write_batch_request& req) -> write_batch_reply {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/support/env.hpp"
+#include "db/push_store.hpp"
 #include "db/session.hpp"
 #include "messages/interfaces.hpp"
 
@@ -21,14 +22,17 @@ struct writer_session_state {
   writer_session_ptr self = nullptr;
   std::unique_ptr<db::session> session;
   node_env env;  // named after the session ("writer-0"): its trace records
+  db::lease_settings leases;
 
-  void init(writer_session_ptr self_ptr, std::string database_url, std::string role, node_env e);
+  void init(writer_session_ptr self_ptr, std::string database_url, std::string role, node_env e,
+            db::lease_settings l);
   write_batch_reply on_write_batch(const write_batch_request& req);
   fence_probe_reply on_fence_probe();
 };
 
 writer_session_actor::behavior_type writer_session_impl(writer_session_ptr self,
                                                         std::string database_url, std::string role,
-                                                        node_env env);
+                                                        node_env env,
+                                                        db::lease_settings leases = {});
 
 }  // namespace waggle

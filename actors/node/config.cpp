@@ -332,6 +332,34 @@ const std::vector<option>& options() {
     {{"--listener-probe-timeout-ms", "WAGGLE_LISTENER_PROBE_TIMEOUT_MS",
       "a probe not back by then declares the listener down (deliveries poll)", "1000"},
      number(&node_config::listener_probe_timeout_ms)},
+    {{"--push-gateway-url", "WAGGLE_PUSH_GATEWAY_URL",
+      "where phone wakes are POSTed (docs/push.md); empty: push is off", ""},
+     text(&node_config::push_gateway_url)},
+    {{"--push-slots", "WAGGLE_PUSH_SLOTS", "push gateway requests in flight at most", "10"},
+     number(&node_config::push_slots)},
+    {{"--push-lease-quota", "WAGGLE_PUSH_LEASE_QUOTA",
+      "live push leases one member may hold in a community", "10"},
+     number(&node_config::push_lease_quota)},
+    {{"--push-backfill-seconds", "WAGGLE_PUSH_BACKFILL_SECONDS",
+      "how much recent history a lease activation matches", "120"},
+     number(&node_config::push_backfill_seconds)},
+    {{"--push-match-interval-ms", "WAGGLE_PUSH_MATCH_INTERVAL_MS",
+      "while messages keep coming, the push matcher runs a batch at most this often", "50"},
+     number(&node_config::push_match_interval_ms)},
+    {{"--push-completion-delay-ms", "WAGGLE_PUSH_COMPLETION_DELAY_MS",
+      "gateway answers are written together after at most this long (0: each at once)", "50"},
+     number(&node_config::push_completion_delay_ms)},
+    {{"--push-gate-cache", "WAGGLE_PUSH_GATE_CACHE",
+      "on: batches skip the push gate for communities this node knows have no lease; off (for "
+      "several nodes on one database, until the cluster bus carries lease activations): every "
+      "batch runs it",
+      "on"},
+     [](node_config& cfg, const std::string& value) {
+       if (value != "on" && value != "off")
+         return false;
+       cfg.push_gate_cache = value == "on";
+       return true;
+     }},
     {{"--metrics-allow", "WAGGLE_METRICS_ALLOW",
       "who may read /metrics: loopback, any, or a comma-separated list of IP addresses "
       "(others get 403)",
@@ -429,6 +457,17 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "delivery-per-listener must be within 1..delivery-slots"};
   if (cfg.delivery_timeout_ms <= 0 || cfg.delivery_timeout_ms > 60'000)
     return {ec::invalid, "delivery-timeout-ms must be within 1..60000"};
+  if (!cfg.push_gateway_url.empty() && cfg.push_gateway_url.rfind("http://", 0) != 0
+      && cfg.push_gateway_url.rfind("https://", 0) != 0)
+    return {ec::invalid, "push-gateway-url must be an http(s) URL"};
+  if (cfg.push_slots == 0 || cfg.push_slots > 1000 || cfg.push_lease_quota == 0
+      || cfg.push_lease_quota > 1000)
+    return {ec::invalid, "push-slots and push-lease-quota must be within 1..1000"};
+  if (cfg.push_backfill_seconds < 0 || cfg.push_backfill_seconds > 3600
+      || cfg.push_match_interval_ms < 0 || cfg.push_match_interval_ms > 10'000
+      || cfg.push_completion_delay_ms < 0 || cfg.push_completion_delay_ms > 10'000)
+    return {ec::invalid, "push-backfill-seconds must be within 0..3600, push-match-interval-ms "
+                         "and push-completion-delay-ms within 0..10000"};
   if (cfg.listener_probe_ms <= 0 || cfg.listener_probe_timeout_ms <= 0)
     return {ec::invalid, "listener-probe-ms and listener-probe-timeout-ms must be at least 1"};
   if (!cfg.write_policy.empty()) {

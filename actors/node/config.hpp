@@ -107,6 +107,15 @@ struct node_config {
   std::string listen_database_url;         // the LISTEN connection; default database_url
   int64_t listener_probe_ms = 2000;        // liveness probe interval
   int64_t listener_probe_timeout_ms = 1000;  // a probe not back by then: listener down
+  // Push (docs/push.md): empty gateway URL, no push deliveries (leases are
+  // still accepted).
+  std::string push_gateway_url;
+  uint32_t push_slots = 10;               // gateway requests in flight at most
+  uint32_t push_lease_quota = 10;         // live leases per member and community
+  int64_t push_backfill_seconds = 120;    // an activation re-enqueues this much history
+  int64_t push_match_interval_ms = 50;    // under load, a matcher batch at most this often
+  int64_t push_completion_delay_ms = 50;  // gateway answers held for one transaction
+  bool push_gate_cache = true;            // off for several nodes on one database
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };
@@ -126,6 +135,11 @@ const std::vector<option_doc>& serve_options();
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
 
 std::string serve_usage();
+
+// Whether the node runs delivery actors (operator listeners, push, or both).
+inline bool delivery_enabled(const node_config& cfg) {
+  return !cfg.operator_listeners.empty() || !cfg.push_gateway_url.empty();
+}
 
 // --operator-listeners: "<64 hex key>=<http(s) url>,...", spaces around
 // entries ignored. The error names the bad entry (its position and text) and

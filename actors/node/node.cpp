@@ -220,7 +220,18 @@ ingest_settings ingest_settings_for(const node_config& cfg) {
   settings.max_batch = cfg.max_batch;
   settings.commit_delay = std::chrono::microseconds(cfg.commit_delay_us);
   settings.commit_siblings = cfg.commit_siblings;
+  settings.push_enabled = !cfg.push_gateway_url.empty();
+  settings.push_gate_cache = cfg.push_gate_cache;
   return settings;
+}
+
+db::lease_settings lease_settings_for(const node_config& cfg) {
+  db::lease_settings s;
+  s.quota = static_cast<int>(cfg.push_lease_quota);
+  // Push off: leases are kept, but no history is matched for them.
+  s.backfill = std::chrono::seconds(cfg.push_gateway_url.empty() ? 0 : cfg.push_backfill_seconds);
+  s.created_at_window = std::chrono::seconds(cfg.created_at_window);
+  return s;
 }
 
 std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey) {
@@ -461,7 +472,7 @@ std::string node::relay_info_json(const community& c) const {
 }
 
 void node::start_delivery() {
-  if (!cfg_.operator_listeners.empty())
+  if (delivery_enabled(cfg_))
     caf::anon_send(supervisor_, restart_child{static_cast<uint8_t>(child::delivery)});
 }
 

@@ -15,6 +15,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/node/config.hpp"
+#include "db/push_store.hpp"
 #include "actors/connection/connection_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/policy/write_policy_plugin.hpp"
@@ -102,6 +103,8 @@ connection_settings connection_settings_for(const node_config& cfg,
                                             int64_t community_id, const std::string& host,
                                             bool community_open = true);
 ingest_settings ingest_settings_for(const node_config& cfg);
+// The writer sessions' push lease acceptance (docs/push.md).
+db::lease_settings lease_settings_for(const node_config& cfg);
 write_policy_settings write_policy_settings_for(const node_config& cfg);
 proto::filter_limits filter_limits_for(const node_config& cfg);
 

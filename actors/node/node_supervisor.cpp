@@ -7,6 +7,8 @@
 #include "actors/delivery/listen_actor.hpp"
 #include "actors/delivery/listener_registry.hpp"
 #include "actors/delivery/listener_source.hpp"
+#include "actors/delivery/push_source.hpp"
+#include "actors/push/push_matcher.hpp"
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/channels/group_actor.hpp"
 #include "actors/channels/group_session.hpp"
@@ -60,7 +62,7 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   if (!cfg.write_policy.empty())
     spawn_child(child::policy);
   // Delivery is spawned later, when the node serves (node::start_delivery).
-  if (!cfg.operator_listeners.empty()) {
+  if (delivery_enabled(cfg)) {
     node_id = env.sources.random_challenge().substr(0, 16);
     http = gateway::make_http_client();
   }
@@ -120,7 +122,8 @@ void node_supervisor_state::spawn_ingest() {
   std::vector<writer_session_actor> writers;
   for (size_t i = 0; i < cfg.writers; ++i)
     writers.push_back(sys.spawn<caf::detached>(writer_session_impl, cfg.database_url,
-                                               "writer-" + std::to_string(i), env));
+                                               "writer-" + std::to_string(i), env,
+                                               lease_settings_for(cfg)));
   handles.ingest = sys.spawn(ingest_actor_impl, ingest_settings_for(cfg), std::move(writers),
                              handles.hub, env.for_actor("ingest"));
   watch(child::ingest, handles.ingest);
@@ -209,27 +212,65 @@ void node_supervisor_state::spawn_registry() {
   watch(child::registry, handles.listeners);
 }
 
-// The store, the supervisor (with its slots) and the listen actor are one
-// child: each ends the others, and the lot is restarted together. Rows
-// claimed by the dead ones are claimed again when their lease runs out.
+// The stores, the supervisors (with their slots), the push matcher and the
+// listen actor are one child: each ends the others, and the lot is restarted
+// together. Rows claimed by the dead ones are claimed again when their lease
+// runs out.
 void node_supervisor_state::spawn_delivery() {
   auto& sys = self->system();
-  db::claim_settings claims;
-  claims.lease = delivery_lease(std::chrono::milliseconds(cfg.delivery_timeout_ms));
-  auto source = std::make_shared<listener_source>(cfg.operator_listeners, claims);
-  auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
-                                        std::string{"delivery-store"}, source,
-                                        env.for_actor("delivery_store"));
-  // The supervisor's reply_in records name the store that answered.
-  if (env.trace)
-    env.trace->spawned("delivery_store", caf::actor_cast<caf::actor>(store));
-  delivery_settings ds;
-  ds.slots = cfg.delivery_slots;
-  ds.per_route = cfg.delivery_per_listener;
-  ds.request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
-  ds.relay_secret = signer.secret;
-  delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
-                       env.for_actor("delivery_supervisor"));
+  std::vector<caf::actor> parts;
+  delivery = delivery_supervisor_actor{};
+  if (!cfg.operator_listeners.empty()) {
+    db::claim_settings claims;
+    claims.lease = delivery_lease(std::chrono::milliseconds(cfg.delivery_timeout_ms));
+    auto source = std::make_shared<listener_source>(cfg.operator_listeners, claims);
+    auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
+                                          std::string{"delivery-store"}, source,
+                                          env.for_actor("delivery_store"));
+    // The supervisor's reply_in records name the store that answered.
+    if (env.trace)
+      env.trace->spawned("delivery_store", caf::actor_cast<caf::actor>(store));
+    delivery_settings ds;
+    ds.slots = cfg.delivery_slots;
+    ds.per_route = cfg.delivery_per_listener;
+    ds.request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
+    ds.relay_secret = signer.secret;
+    delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
+                         env.for_actor("delivery_supervisor"));
+    parts.push_back(caf::actor_cast<caf::actor>(delivery));
+    parts.push_back(caf::actor_cast<caf::actor>(store));
+  }
+  push_matcher_actor matcher;
+  if (!cfg.push_gateway_url.empty()) {
+    auto request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
+    push_delivery_settings pds{cfg.push_gateway_url, delivery_lease(request_timeout), 8};
+    auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
+                                          std::string{"push-store"},
+                                          std::make_shared<push_source>(pds),
+                                          env.for_actor("push_store"));
+    if (env.trace)
+      env.trace->spawned("push_store", caf::actor_cast<caf::actor>(store));
+    delivery_settings ds;
+    ds.queue = "push";
+    ds.slots = cfg.push_slots;
+    ds.per_route = 0;  // one gateway
+    ds.request_timeout = request_timeout;
+    ds.relay_secret = signer.secret;
+    ds.claim_when_freed = false;  // first attempts arrive from the matcher
+    ds.completion_delay = std::chrono::milliseconds(cfg.push_completion_delay_ms);
+    auto push_delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
+                                   env.for_actor("push_delivery"));
+    push_matcher_settings ms;
+    ms.database_url = cfg.database_url;
+    ms.gateway_url = cfg.push_gateway_url;
+    ms.match.delivery_lease = pds.lease;
+    ms.min_interval = std::chrono::milliseconds(cfg.push_match_interval_ms);
+    matcher = sys.spawn<caf::detached>(push_matcher_impl, ms, handles.ingest, push_delivery,
+                                       env.for_actor("push_matcher"));
+    parts.push_back(caf::actor_cast<caf::actor>(push_delivery));
+    parts.push_back(caf::actor_cast<caf::actor>(store));
+    parts.push_back(caf::actor_cast<caf::actor>(matcher));
+  }
   listen_settings ls;
   ls.listen_url = cfg.listen_database_url.empty() ? cfg.database_url : cfg.listen_database_url;
   ls.probe_url = cfg.database_url;
@@ -242,18 +283,17 @@ void node_supervisor_state::spawn_delivery() {
   // trace with records nothing reads.
   auto listen_env = env.for_actor("listen");
   listen_env.trace = nullptr;
-  auto listener = sys.spawn<caf::detached>(listen_actor_impl, delivery, ls, std::move(listen_env));
-  auto* sup = caf::actor_cast<caf::abstract_actor*>(delivery);
-  sup->attach_functor([store, listener] {
-    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
-  });
-  auto end_supervisor = [sup_handle = caf::actor_cast<caf::actor>(delivery)] {
-    caf::anon_send_exit(sup_handle, caf::exit_reason::kill);
-  };
-  caf::actor_cast<caf::abstract_actor*>(store)->attach_functor(end_supervisor);
-  caf::actor_cast<caf::abstract_actor*>(listener)->attach_functor(end_supervisor);
-  watch(child::delivery, delivery);
+  auto listener = sys.spawn<caf::detached>(listen_actor_impl, delivery, ls, std::move(listen_env),
+                                           matcher);
+  parts.push_back(caf::actor_cast<caf::actor>(listener));
+  // One dies, all go (then restarted together through the first one's watch).
+  for (auto& part : parts)
+    caf::actor_cast<caf::abstract_actor*>(part)->attach_functor([parts, dying = part.address()] {
+      for (auto& other : parts)
+        if (other.address() != dying)
+          caf::anon_send_exit(other, caf::exit_reason::kill);
+    });
+  watch(child::delivery, parts.front());
 }
 
 void node_supervisor_state::on_restart(restart_child msg) {
@@ -263,8 +303,7 @@ void node_supervisor_state::on_restart(restart_child msg) {
     self->delayed_send(self, std::chrono::milliseconds(100), msg);
     return;
   }
-  if (which == child::delivery
-      && (cfg.operator_listeners.empty() || addrs[static_cast<size_t>(which)]))
+  if (which == child::delivery && (!delivery_enabled(cfg) || addrs[static_cast<size_t>(which)]))
     return;  // off, or already running (start_delivery twice)
   spawn_child(which);
   // node::start_delivery uses this message for delivery's first start.

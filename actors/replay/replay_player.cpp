@@ -119,6 +119,9 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
     [self, &p, name](delivery_complete_request& r) {
       return p.hold<delivery_complete_reply>(self, name, r);
     },
+    [self, &p, name](delivery_complete_batch& r) {
+      return p.hold<delivery_complete_batch_reply>(self, name, r);
+    },
     [self, &p, name](const reader_attach& a) {
       p.stubs[name].pool = caf::actor_cast<caf::actor>(self->current_sender());
       p.stubs[name].pool_index = a.index;

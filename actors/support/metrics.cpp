@@ -70,6 +70,20 @@ void metrics::count_delivery(std::string_view queue, std::string_view outcome, u
   deliveries_[{std::string{queue}, std::string{outcome}}] += n;
 }
 
+void metrics::count_push_jobs(std::string_view result, uint64_t n) {
+  if (n == 0)
+    return;
+  std::lock_guard guard{mtx_};
+  push_jobs_[std::string{result}] += n;
+}
+
+void metrics::count_push_wakes(std::string_view outcome, uint64_t n) {
+  if (n == 0)
+    return;
+  std::lock_guard guard{mtx_};
+  push_wakes_[std::string{outcome}] += n;
+}
+
 std::string metrics::render() const {
   std::ostringstream out;
   auto gauge = [&](const char* name, const char* help, int64_t v) {
@@ -131,6 +145,22 @@ std::string metrics::render() const {
     for (auto& [key, n] : deliveries_)
       out << "waggle_deliveries_total{queue=\"" << key.first << "\",outcome=\"" << key.second
           << "\"} " << n << '\n';
+  }
+  gauge("waggle_push_match_queue_age_milliseconds",
+        "Age of the oldest job in the push matcher's latest batch.", push_match_queue_age_ms.load());
+  out << "# HELP waggle_push_match_jobs_total Push match jobs, by result.\n"
+         "# TYPE waggle_push_match_jobs_total counter\n";
+  {
+    std::lock_guard guard{mtx_};
+    for (auto& [result, n] : push_jobs_)
+      out << "waggle_push_match_jobs_total{result=\"" << result << "\"} " << n << '\n';
+  }
+  out << "# HELP waggle_push_wakes_total Push wakes the matcher wrote, by outcome.\n"
+         "# TYPE waggle_push_wakes_total counter\n";
+  {
+    std::lock_guard guard{mtx_};
+    for (auto& [outcome, n] : push_wakes_)
+      out << "waggle_push_wakes_total{outcome=\"" << outcome << "\"} " << n << '\n';
   }
   out << ingest_batch_size.render("waggle_ingest_batch_size", "Events per ingest transaction.");
   out << commit_latency.render("waggle_commit_seconds", "Ingest transaction latency.");

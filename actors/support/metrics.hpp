@@ -55,6 +55,8 @@ class metrics {
   std::atomic<int64_t> deliveries_in_flight{0};  // slots with a request out
   std::atomic<int64_t> listener_up{0};           // 1 while the LISTEN probe arrives
   std::atomic<int64_t> delivery_queue_age_ms{0}; // the oldest row of the latest claim
+  // Push (docs/push.md).
+  std::atomic<int64_t> push_match_queue_age_ms{0};  // the oldest job of the latest batch
 
   // events rejected, by reason label ("invalid", "restricted", ...).
   void count_rejected(const std::string& reason);
@@ -70,6 +72,10 @@ class metrics {
   // outcome delivered, retry, failed (terminal), dropped (attempts or age
   // exhausted), fenced (another claim owns the row now).
   void count_delivery(std::string_view queue, std::string_view outcome, uint64_t n = 1);
+  // Match jobs by result (matched, unmatched, gone, error, context_error,
+  // exhausted) and wakes by outcome (enqueued, duplicate, inactive_lease).
+  void count_push_jobs(std::string_view result, uint64_t n);
+  void count_push_wakes(std::string_view outcome, uint64_t n);
 
   std::string render() const;
 
@@ -78,6 +84,7 @@ class metrics {
   std::map<std::string, uint64_t> rejected_;
   std::map<std::string, uint64_t, std::less<>> refused_;
   std::map<std::pair<std::string, std::string>, uint64_t> deliveries_;
+  std::map<std::string, uint64_t, std::less<>> push_jobs_, push_wakes_;
 };
 
 }  // namespace waggle

@@ -58,6 +58,7 @@ struct fake_queue {
   std::vector<std::vector<std::string>> busy_seen;  // busy_routes of each claim
   int64_t next_due_ms = -1;
   int64_t next_row = 1;
+  int completion_batches = 0;
   void add(const std::string& url, int n = 1) {
     for (int i = 0; i < n; ++i) {
       delivery_job job;
@@ -99,6 +100,15 @@ inline delivery_store_actor::behavior_type fake_store(delivery_store_actor::poin
     [q](const delivery_complete_request& req) {
       q->completions.push_back(req);
       return delivery_complete_reply{delivery_completion::done};
+    },
+    [q](const delivery_complete_batch& batch) {
+      ++q->completion_batches;
+      delivery_complete_batch_reply reply;
+      for (const auto& req : batch.requests) {
+        q->completions.push_back(req);
+        reply.results.push_back({delivery_completion::done});
+      }
+      return reply;
     },
   };
 }

@@ -53,7 +53,7 @@ class ListenWakeTest : public actor_test {
     ls.node_id = "t" + std::to_string(::getpid());
     ls.wait = wait;
     ls.self_loop = false;
-    listener = spawn(listen_actor_impl, supervisor, ls, env);
+    listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
     run();
   }
   void step() {
@@ -150,7 +150,7 @@ TEST_F(ListenWakeTest, ProbeThatNeverComesBackDeclaresTheListenerDown) {
   ls.wait = 50ms;
   ls.probe_timeout = 1000ms;
   ls.self_loop = false;
-  listener = spawn(listen_actor_impl, supervisor, ls, env);
+  listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
   run();
   step();
   EXPECT_EQ(env.stats->listener_up.load(), 0);
