@@ -153,7 +153,7 @@ int run_push(const load_options& o) {
           woke = woke || w.event_id == warmup_id;
       }
       if (!woke)
-        return fail("no wake for the warm-up message within " + std::to_string(o.drain_wait) +
+        return fail("no wake for the warm-up message within " + rate_key(o.drain_wait) +
                     " s: is the relay's --push-gateway-url " + gateway->url() + "?");
       say("warm-up woke the gateway");
     }
