@@ -1,22 +1,18 @@
 #pragma once
 
-// A stand-in operator listener (docs/delivery.md) for the listener workloads:
-// an HTTP server on 127.0.0.1 with an io thread of its own, so the time it
-// stamps on a delivery is the time the request was read, not the time some
-// other part of the tool got round to it. Healthy, it answers 200 at once;
-// stalled, it reads the request and never answers (the socket is held until
-// the receiver stops), which is what a hung agent looks like to the relay.
+// A stand-in operator listener (docs/delivery.md) for the listener workloads,
+// on an http_stub (its own io thread, receipt times stamped when read).
+// Healthy, it answers 200 at once; stalled, it reads the request and never
+// answers (the socket is held until the receiver stops), which is what a
+// hung agent looks like to the relay.
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
+#include "bench/load/http_stub.hpp"
 
 namespace waggle::bench {
 
@@ -34,29 +30,22 @@ class listener_receiver {
   listener_receiver(const listener_receiver&) = delete;
   listener_receiver& operator=(const listener_receiver&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return stub_.port(); }
   bool stalled() const { return stalled_; }
   size_t requests() const { return requests_.load(std::memory_order_relaxed); }
   // Closes every socket and joins the io thread; idempotent.
-  void stop();
+  void stop() { stub_.stop(); }
   // Every receipt so far, in arrival order.
   std::vector<receipt> receipts();
 
  private:
-  struct session;
-  void accept();
-  void record(receipt r, const std::shared_ptr<session>& held);
+  int on_request(const http_stub::request& req, int64_t at_ns);
 
-  boost::asio::io_context ioc_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
   bool stalled_;
   std::atomic<size_t> requests_{0};
   std::mutex mutex_;
   std::vector<receipt> receipts_;
-  std::vector<std::shared_ptr<session>> held_;  // stalled requests, never answered
-  std::thread thread_;
-  bool stopped_ = false;
+  http_stub stub_;  // last: its io thread stops before the rest goes
 };
 
 // body.event.id and body.delivery_id of a delivery's JSON body; false if it is not one.

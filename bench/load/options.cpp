@@ -15,6 +15,7 @@ const char* to_string(workload w) {
     case workload::idle: return "idle";
     case workload::listener_latency: return "listener-latency";
     case workload::listener_burst: return "listener-burst";
+    case workload::push: return "push";
   }
   return "?";
 }
@@ -33,7 +34,7 @@ run options:
   --url ws://HOST:PORT       relay (default ws://127.0.0.1:7777)
   --host NAME                Host header, i.e. the community (default: the URL's host:port)
   --workload W               publish | chat | history | fanout | idle | listener-latency |
-                             listener-burst (default publish)
+                             listener-burst | push (default publish)
   --connections N            publishing / querying / idle connections (default 1)
   --in-flight W              closed loop: events or REQs outstanding per connection (default 1)
   --rate R                   open loop: events/s over all connections (default: closed loop)
@@ -62,6 +63,16 @@ operator listeners (the relay started with `listener-config`'s --operator-listen
   --gap-min S, --gap-max S   listener-latency spacing (default 2.5, 4)
   --delivery-wait S          after the load, wait up to S s for the healthy deliveries (120)
 
+push (the relay started with --push-gateway-url http://127.0.0.1:PORT/wake):
+  --push-scenario S          A: one member posts kind 9 to an open channel, nobody holds a lease;
+                             B: another member holds a lease matching every message (each owes
+                             one wake); idle: only the idle control (commits/s with push on)
+  --push-gateway-port PORT   serve the mock push gateway here (answers 200)
+  --push-rates R1,R2,...     messages/s of each step (default 5,10,30,50,100)
+  --step-seconds S           length of each step and of the idle control (default 60)
+  --drain-wait S             per step: wait up to S s for the owed wakes and, with
+                             --database-url, for push_match_queue and the outbox to empty (30)
+
 seed options:
   --url, --host (the relay, for creating channels), --database-url URL (required),
   --events N (1000000), --channels K (20), --authors A (50), --content-bytes B (200),
@@ -84,6 +95,24 @@ std::vector<uint16_t> to_ports(const std::string& v) {
     if (used != item.size() || n == 0 || n > 65535)
       throw std::invalid_argument(item);
     out.push_back(static_cast<uint16_t>(n));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::vector<double> to_rates(const std::string& v) {
+  std::vector<double> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    auto comma = v.find(',', at);
+    auto item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t used = 0;
+    auto r = std::stod(item, &used);
+    if (used != item.size() || !(r > 0))
+      throw std::invalid_argument(item);
+    out.push_back(r);
     if (comma == std::string::npos)
       break;
     at = comma + 1;
@@ -160,7 +189,8 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
                                                           {"fanout", workload::fanout},
                                                           {"idle", workload::idle},
                                                           {"listener-latency", workload::listener_latency},
-                                                          {"listener-burst", workload::listener_burst}};
+                                                          {"listener-burst", workload::listener_burst},
+                                                          {"push", workload::push}};
        auto w = names.find(v);
        if (w == names.end())
          throw std::invalid_argument(v);
@@ -189,6 +219,22 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--gap-min", [&](auto& v) { o.gap_min = to_double(v); }},
     {"--gap-max", [&](auto& v) { o.gap_max = to_double(v); }},
     {"--delivery-wait", [&](auto& v) { o.delivery_wait = to_double(v); }},
+    {"--push-scenario",
+     [&](auto& v) {
+       if (v != "A" && v != "B" && v != "idle")
+         throw std::invalid_argument(v);
+       o.push_scenario = v;
+     }},
+    {"--push-rates", [&](auto& v) { o.push_rates = to_rates(v); }},
+    {"--step-seconds", [&](auto& v) { o.step_seconds = to_double(v); }},
+    {"--push-gateway-port",
+     [&](auto& v) {
+       auto n = to_size(v);
+       if (n > 65535)
+         throw std::invalid_argument(v);
+       o.push_gateway_port = static_cast<uint16_t>(n);
+     }},
+    {"--drain-wait", [&](auto& v) { o.drain_wait = to_double(v); }},
   };
   auto err = apply(args, flags, {{"--no-progress", [&] { o.progress = false; }}});
   if (!err.empty())
@@ -225,6 +271,16 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     o.mentions = 1000;
   if (o.delivery_wait < 0)
     return "delivery-wait must not be negative";
+  if (o.kind == workload::push) {
+    if (o.push_scenario.empty())
+      return "push needs --push-scenario A, B or idle";
+    if (o.push_gateway_port == 0)
+      return "push needs --push-gateway-port (the port the relay's --push-gateway-url names)";
+    if (o.step_seconds <= 0 || o.drain_wait < 0 || o.push_rates.empty())
+      return "push needs a positive --step-seconds, rates and a non-negative --drain-wait";
+  } else if (!o.push_scenario.empty()) {
+    return "--push-scenario goes with --workload push";
+  }
   return o;
 }
 

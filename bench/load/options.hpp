@@ -9,7 +9,7 @@
 
 namespace waggle::bench {
 
-enum class workload { publish, chat, history, fanout, idle, listener_latency, listener_burst };
+enum class workload { publish, chat, history, fanout, idle, listener_latency, listener_burst, push };
 
 const char* to_string(workload w);
 
@@ -45,6 +45,15 @@ struct load_options {
   double gap_min = 2.5;       // listener-latency: seconds between mentions, uniform in [min, max]
   double gap_max = 4.0;
   double delivery_wait = 120;  // seconds after the load for the last deliveries
+  // Push (docs/push.md; bench/load/push_run.hpp): the tool serves a mock push
+  // gateway on this port (the relay's --push-gateway-url names it) and runs
+  // one step per rate. Scenario A: messages, no lease; B: a member's lease
+  // matches every message; idle: the idle control alone (commits/s).
+  std::string push_scenario;  // "A", "B" or "idle"
+  std::vector<double> push_rates{5, 10, 30, 50, 100};
+  double step_seconds = 60;
+  uint16_t push_gateway_port = 0;
+  double drain_wait = 30;  // per step: seconds for the owed wakes and the relay's queues
   bool listeners() const { return !listener_ports.empty(); }
 };
 

@@ -14,6 +14,7 @@
 
 #include "bench/load/listener_run.hpp"
 #include "bench/load/meters.hpp"
+#include "bench/load/push_run.hpp"
 #include "bench/load/report.hpp"
 #include "bench/load/roles.hpp"
 #include "bench/load/setup.hpp"
@@ -175,6 +176,8 @@ void print_progress(const load_options& o, const progress_counters& pc, const li
 }  // namespace
 
 int run_load(const load_options& options) {
+  if (options.kind == workload::push)
+    return run_push(options);  // steps of its own (push_run.hpp)
   auto o = options;
   if (o.kind == workload::listener_burst || o.kind == workload::listener_latency)
     o.events = o.mentions;

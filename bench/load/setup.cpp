@@ -148,11 +148,16 @@ std::string signed_frame(proto::event ev, const keypair& key) {
 
 }  // namespace
 
-std::string create_channels(const relay_endpoint& relay, boost::asio::io_context& ioc,
-                            const keypair& admin, const std::vector<std::string>& ids,
-                            const std::vector<std::string>& members) {
+namespace {
+
+// One authenticated connection of `key` for commands; null and `failure` set
+// when it did not open.
+std::shared_ptr<command_channel> open_commands(const relay_endpoint& relay,
+                                               boost::asio::io_context& ioc, const keypair& key,
+                                               std::shared_ptr<nostr_client>& client,
+                                               std::string& failure) {
   std::vector<std::shared_ptr<nostr_client>> clients{
-    std::make_shared<nostr_client>(ioc, admin, relay.relay_url)};
+    std::make_shared<nostr_client>(ioc, key, relay.relay_url)};
   auto commands = std::make_shared<command_channel>(clients[0]);
   auto errors = std::make_shared<error_list>();
   auto ready = open_all(
@@ -167,8 +172,23 @@ std::string create_channels(const relay_endpoint& relay, boost::asio::io_context
     1, std::chrono::seconds(30), errors);
   if (ready != 1) {
     auto e = errors->take();
-    return "admin connection: " + (e.empty() ? std::string{"timeout"} : e.front());
+    failure = e.empty() ? std::string{"timeout"} : e.front();
+    return nullptr;
   }
+  client = clients[0];
+  return commands;
+}
+
+}  // namespace
+
+std::string create_channels(const relay_endpoint& relay, boost::asio::io_context& ioc,
+                            const keypair& admin, const std::vector<std::string>& ids,
+                            const std::vector<std::string>& members) {
+  std::shared_ptr<nostr_client> client;
+  std::string failure;
+  auto commands = open_commands(relay, ioc, admin, client, failure);
+  if (!commands)
+    return "admin connection: " + failure;
   std::vector<std::string> creates, puts;
   for (auto& id : ids) {
     proto::event create;
@@ -185,11 +205,33 @@ std::string create_channels(const relay_endpoint& relay, boost::asio::io_context
       puts.push_back(signed_frame(put, admin));
     }
   }
-  auto failure = commands->send_and_wait(creates);
+  failure = commands->send_and_wait(creates);
   if (failure.empty())
     failure = commands->send_and_wait(puts);
-  clients[0]->close();
+  client->close();
   return failure.empty() ? "" : "channel set-up refused: " + failure;
+}
+
+std::string publish_events(const relay_endpoint& relay, boost::asio::io_context& ioc,
+                           const keypair& key, const std::vector<proto::event>& events,
+                           std::vector<std::string>* ids) {
+  std::shared_ptr<nostr_client> client;
+  std::string failure;
+  auto commands = open_commands(relay, ioc, key, client, failure);
+  if (!commands)
+    return "connection: " + failure;
+  std::vector<std::string> frames;
+  for (auto& ev : events) {
+    auto signed_ev = ev;
+    signed_ev.created_at = unix_now();
+    proto::sign(signed_ev, key.secret);
+    frames.push_back("[\"EVENT\"," + signed_ev.raw + "]");
+    if (ids)
+      ids->push_back(signed_ev.id);
+  }
+  failure = commands->send_and_wait(frames);
+  client->close();
+  return failure.empty() ? "" : "refused: " + failure;
 }
 
 }  // namespace waggle::bench

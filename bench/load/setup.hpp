@@ -50,4 +50,11 @@ std::string create_channels(const relay_endpoint& relay, boost::asio::io_context
                             const keypair& admin, const std::vector<std::string>& ids,
                             const std::vector<std::string>& members);
 
+// Signs `events` as `key` (created_at now), sends them over one connection
+// and waits for every OK; "" when all were accepted, else what failed. The
+// signed ids go to `ids` when given.
+std::string publish_events(const relay_endpoint& relay, boost::asio::io_context& ioc,
+                           const keypair& key, const std::vector<proto::event>& events,
+                           std::vector<std::string>* ids = nullptr);
+
 }  // namespace waggle::bench
