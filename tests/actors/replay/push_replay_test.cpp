@@ -204,6 +204,53 @@ TEST(PushReplayTest, AHeaderThatSaysPushWasOffIsADivergence) {
     << out.divergence->replayed;
 }
 
+// Renumbers the records in file order (a moved record keeps the order the
+// file gives it, as a recorder would have numbered it).
+void renumber(std::vector<std::string>& lines) {
+  for (size_t i = 1; i < lines.size(); ++i)
+    edit_line(lines, i, [i](auto& d, auto&) { d["seq"].SetUint64(i); });
+}
+
+// The second wake as a recording can hold it: ingest takes the writer's
+// reply to the second message (and its OK goes out) while the slot is
+// between its clock reading and its post_out, which it makes in one handler
+// without a trace section. The POST is in time with its reading; the
+// reading recorded after that input is not.
+TEST(PushReplayTest, AnInputBetweenASlotsReadingAndItsPostIsNoDivergence) {
+  auto lines = read_lines();
+  auto second_batch = find_line(lines, [](const auto& d) {
+    return is_batch(d) && event_of(d)["kind"].GetInt() == 9;
+  }, find_line(lines, [](const auto& d) {
+    return is_batch(d) && event_of(d)["kind"].GetInt() == 30350;
+  }));
+  auto reply = find_line(lines, [](const auto& d) {
+    return is(d, "actor", "ingest") && is(d, "kind", "reply_in");
+  }, second_batch);
+  auto matcher = find_line(lines, [](const auto& d) { return is(d, "actor", "push_matcher"); }, reply);
+  auto post = find_line(lines, [](const auto& d) {
+    return is(d, "kind", "post_out") && starts(d, "actor", "push-slot-");
+  }, matcher);
+  auto reading = post - 1;
+  ASSERT_TRUE(is(parse(lines[reading]), "kind", "reading")) << lines[reading];
+  std::vector<std::string> block(lines.begin() + reply, lines.begin() + matcher);
+  auto moved = [&](size_t at) {
+    std::vector<std::string> out(lines.begin(), lines.begin() + reply);
+    out.insert(out.end(), lines.begin() + matcher, lines.begin() + at);
+    out.insert(out.end(), block.begin(), block.end());
+    out.insert(out.end(), lines.begin() + at, lines.end());
+    renumber(out);
+    return out;
+  };
+  auto between = moved(post);
+  auto out = replay_lines(between);
+  EXPECT_TRUE(out.identical) << out.summary();
+  auto before_reading = moved(reading);
+  out = replay_lines(before_reading);
+  ASSERT_TRUE(out.divergence) << out.summary();
+  EXPECT_EQ(out.divergence->kind, "reading");
+  EXPECT_NE(out.divergence->replayed.find("too early"), std::string::npos) << out.summary();
+}
+
 // The push supervisor runs for real: a gateway that answered 503 makes it
 // complete the wake as a retry, where the recorded completion delivered it.
 TEST(PushReplayTest, AGatewayAnswerThatSaysSomethingElseIsADivergenceAtTheCompletion) {
