@@ -267,6 +267,15 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   // 0: no delivery actors (no --operator-listeners), and none in the replay.
   num("delivery_slots",
       cfg.operator_listeners.empty() ? 0 : static_cast<int64_t>(cfg.delivery_slots));
+  // Push (docs/push.md): whether ingest gates batches and the push actors
+  // run. Not the gateway URL: the wakes' URL is in what the matcher sends.
+  const bool push = !cfg.push_gateway_url.empty();
+  w.Key("push_enabled");
+  w.Bool(push);
+  w.Key("push_gate_cache");
+  w.Bool(cfg.push_gate_cache);
+  num("push_slots", push ? static_cast<int64_t>(cfg.push_slots) : 0);
+  num("push_completion_delay_ms", push ? cfg.push_completion_delay_ms : 0);
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }

@@ -3,7 +3,6 @@
 #include <rapidjson/document.h>
 
 #include "actors/delivery/delivery_slot.hpp"
-#include "actors/delivery/delivery_supervisor.hpp"
 
 namespace waggle {
 
@@ -40,19 +39,41 @@ void replay_http_client::post(gateway::http_post request,
   posts_->made.push_back({render_delivery_post(request.url, id, request.body), player_->last_fed});
 }
 
+delivery_replay_spec listener_delivery_spec(uint32_t slots) {
+  delivery_replay_spec spec{"delivery_supervisor", "delivery_store", {}};
+  spec.settings.slots = slots;  // the rest: the node's defaults, as spawn_delivery uses them
+  return spec;
+}
+
+delivery_replay_spec push_delivery_spec(uint32_t slots, int64_t completion_delay_ms) {
+  delivery_replay_spec spec{"push_delivery", "push_store", {}};
+  auto& s = spec.settings;
+  s.queue = "push";
+  s.slots = slots;
+  s.per_route = 0;
+  s.claim_when_freed = false;
+  // Only whether it is 0 matters here (each completion at once, or held
+  // until the flush): the flush fires at its "timer" record.
+  s.completion_delay = std::chrono::milliseconds(completion_delay_ms);
+  return spec;
+}
+
 delivery_replay::delivery_replay(caf::actor_system& sys, replay_player_ptr player,
-                                 const node_env& env, uint32_t slots, caf::actor store)
-  : player_(std::move(player)), posts_(std::make_shared<replay_posts>()) {
-  delivery_settings settings;  // the node's defaults, as spawn_delivery uses them
-  settings.slots = slots;
-  settings.relay_secret = stand_in_secret;
+                                 const node_env& env, delivery_replay_spec spec, caf::actor store)
+  : player_(std::move(player)), posts_(std::make_shared<replay_posts>()),
+    name_(spec.supervisor), slot_prefix_(spec.settings.queue + "-slot-") {
+  spec.settings.relay_secret = stand_in_secret;
   auto sup = sys.spawn(delivery_supervisor_impl, caf::actor_cast<delivery_store_actor>(store),
-                       std::make_shared<replay_http_client>(player_, posts_), std::move(settings),
-                       env.for_actor("delivery_supervisor"));
+                       std::make_shared<replay_http_client>(player_, posts_),
+                       std::move(spec.settings), env.for_actor(spec.supervisor));
   supervisor_ = caf::actor_cast<caf::actor>(sup);
   // The store stub names the requester; the slots named themselves (spawned).
-  player_->name(supervisor_.address(), "delivery_supervisor");
-  player_->name(store.address(), "delivery_store");
+  player_->name(supervisor_.address(), spec.supervisor);
+  player_->name(store.address(), spec.store);
+}
+
+bool delivery_replay::owns(const std::string& actor) const {
+  return actor == name_ || actor.rfind(slot_prefix_, 0) == 0;
 }
 
 std::optional<delivery_replay::input>
@@ -60,6 +81,10 @@ delivery_replay::input_of(const std::string& actor, const std::string& kind,
                           const std::string& type, const std::string& msg,
                           std::string& error) const {
   auto to_supervisor = [&](auto decoded) -> std::optional<input> {
+    if (actor != name_) {
+      error = "a " + type + " goes to " + name_ + ", not " + actor;
+      return std::nullopt;
+    }
     if (!decoded) {
       error = "not a " + type;
       return std::nullopt;
@@ -72,8 +97,12 @@ delivery_replay::input_of(const std::string& actor, const std::string& kind,
     return to_supervisor(decode<listener_health>(msg));
   if (kind == "timer" && type == "delivery_tick")
     return to_supervisor(decode<delivery_tick>(msg));
+  if (kind == "input" && type == "delivery_ready")
+    return to_supervisor(decode<delivery_ready>(msg));
+  if (kind == "timer" && type == "delivery_flush")
+    return to_supervisor(decode<delivery_flush>(msg));
   if (kind == "input" && type == "delivery_response_in") {
-    auto slot = player_->spawned_actor(actor);
+    auto slot = actor.rfind(slot_prefix_, 0) == 0 ? player_->spawned_actor(actor) : std::nullopt;
     auto in = decode<delivery_response_in>(msg);
     if (!slot)
       error = "no such delivery slot was spawned";

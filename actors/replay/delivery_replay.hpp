@@ -1,13 +1,16 @@
 #pragma once
 
-// The delivery actors in a replay (docs/traces.md, "Delivery"): the
-// supervisor and its slots run for real; the delivery store is a database
+// The delivery actors in a replay (docs/traces.md, "Delivery"): a
+// supervisor and its slots run for real (the operator listeners' one,
+// "delivery_supervisor", and the push queue's, "push_delivery": one
+// delivery_replay each); its store is a database
 // stand-in (replay_db_stub: its claim and completion replies come from the
 // trace), the HTTP client is a stand-in that answers nothing and keeps what
 // it was asked to POST, and the listen actor is not run at all: its wakes
-// and health verdicts are the supervisor's recorded inputs. Each slot's
-// delivery_response_in is fed to that slot at its record; the supervisor's
-// poll ticks fire at their "timer" records, as the other timers do.
+// and health verdicts are the supervisor's recorded inputs, as are the push
+// matcher's delivery_ready. Each slot's delivery_response_in is fed to that
+// slot at its record; the supervisor's poll ticks and completion flushes fire
+// at their "timer" records, as the other timers do.
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +22,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/message.hpp>
 
+#include "actors/delivery/delivery_supervisor.hpp"
 #include "actors/replay/replay_player.hpp"
 #include "gateway/http_client.hpp"
 
@@ -52,21 +56,37 @@ class replay_http_client : public gateway::http_client {
   std::shared_ptr<replay_posts> posts_;
 };
 
+// Which supervisor: its name in the trace, its store's, and the settings
+// the node spawns it with (node_supervisor.cpp, spawn_delivery) as far as
+// they decide what it does; its slots are named `settings.queue`-slot-N.
+struct delivery_replay_spec {
+  std::string supervisor;  // "delivery_supervisor", "push_delivery"
+  std::string store;       // "delivery_store", "push_store"
+  delivery_settings settings;
+};
+// The operator listeners' supervisor with `slots` slots.
+delivery_replay_spec listener_delivery_spec(uint32_t slots);
+// The push queue's: no per-route cap, no claim when a slot frees (first
+// attempts come from the matcher), completions held `completion_delay_ms`.
+delivery_replay_spec push_delivery_spec(uint32_t slots, int64_t completion_delay_ms);
+
 class delivery_replay {
  public:
-  // Spawns the supervisor (which spawns its `slots` slots) over `store`, a
-  // replay_db_stub named "delivery_store".
+  // Spawns the supervisor (which spawns its slots) over `store`, a
+  // replay_db_stub named `spec.store`.
   delivery_replay(caf::actor_system& sys, replay_player_ptr player, const node_env& env,
-                  uint32_t slots, caf::actor store);
+                  delivery_replay_spec spec, caf::actor store);
 
   caf::actor supervisor() const { return supervisor_; }
+  // Whether the record's actor is this supervisor or one of its slots.
+  bool owns(const std::string& actor) const;
 
   struct input {
     caf::actor to;
     caf::message msg;
   };
-  // The message an "input" or "timer" record of a delivery actor stands for,
-  // and the actor it goes to. nullopt: not a delivery record. On a record
+  // The message an "input" or "timer" record of one of its actors stands
+  // for, and the actor it goes to. nullopt: not a delivery record. On a record
   // that is one but cannot be fed (no such slot, a message that does not
   // decode), `error` says why and nullopt is returned.
   std::optional<input> input_of(const std::string& actor, const std::string& kind,
@@ -87,6 +107,8 @@ class delivery_replay {
  private:
   replay_player_ptr player_;
   std::shared_ptr<replay_posts> posts_;
+  std::string name_;
+  std::string slot_prefix_;
   caf::actor supervisor_;
 };
 

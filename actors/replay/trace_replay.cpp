@@ -21,6 +21,7 @@
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/replay/delivery_replay.hpp"
+#include "actors/replay/push_match_check.hpp"
 #include "actors/node/node.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
@@ -69,6 +70,35 @@ int64_t int_field(const rapidjson::Value& obj, const char* key, int64_t fallback
   return i != obj.MemberEnd() && i->value.IsInt64() ? i->value.GetInt64() : fallback;
 }
 
+bool bool_field(const rapidjson::Value& obj, const char* key, bool fallback) {
+  auto i = obj.FindMember(key);
+  return i != obj.MemberEnd() && i->value.IsBool() ? i->value.GetBool() : fallback;
+}
+
+// The push matcher is a database connection no replay runs (like a
+// session): its inputs and readings are accepted unread, and each batch's
+// "match" record is checked by running the pure match again.
+const std::string push_matcher_name = "push_matcher";
+
+// Whether the replay runs the actor of a record. It does not run the
+// database sessions (stand-ins answer for them) nor the push matcher: a
+// reading one of them took (a writer session's clock, checking a push
+// lease's expiry) decided only what it answered, which the trace holds, so
+// it is accepted unread.
+bool runs_in_replay(const std::string& actor) {
+  auto starts = [&](const char* prefix) { return actor.rfind(prefix, 0) == 0; };
+  return actor != push_matcher_name && !starts("writer-") && !starts("reader-")
+         && !starts("group_session") && actor != "delivery_store" && actor != "push_store";
+}
+
+// What the header says about push (docs/push.md), beyond node_config, which
+// knows push is on only by a gateway URL the trace does not carry.
+struct push_header {
+  bool enabled = false;  // --push-gateway-url set: ingest gates, push actors run
+  uint32_t slots = 0;
+  int64_t completion_delay_ms = 0;
+};
+
 // Deeper than any message of messages/types.hpp nests; deeper lines are
 // refused before parsing (rendering a parsed value recurses).
 constexpr int max_depth = 32;
@@ -106,6 +136,9 @@ std::string check_config(const node_config& cfg) {
     return "the header's group settings are out of range";
   if (!in(static_cast<int64_t>(cfg.delivery_slots), 0, 1000))
     return "the header's delivery_slots must be 0 to 1000";
+  if (!in(static_cast<int64_t>(cfg.push_slots), 0, 1000)
+      || !in(cfg.push_completion_delay_ms, 0, 1000000))
+    return "the header's push settings are out of range";
   if (!in(static_cast<int64_t>(cfg.max_batch), 1, 100000)
       || !in(cfg.commit_delay_us, 0, 1000000)
       || !in(static_cast<int64_t>(cfg.commit_siblings), 2, 32)
@@ -118,7 +151,8 @@ std::string check_config(const node_config& cfg) {
 }
 
 // The node settings the header carries (trace_node_json), over defaults.
-node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey) {
+node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
+                        push_header& push) {
   node_config cfg;
   relay_pubkey = string_field(node, "relay_pubkey");
   // Negative numbers stay out of range (checked by check_config), not huge.
@@ -154,16 +188,24 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey)
     int_field(node, "delivery_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
+  // Traces from before push: push off (ingest runs no gate, no push actors).
+  push.enabled = bool_field(node, "push_enabled", false);
+  cfg.push_gate_cache = bool_field(node, "push_gate_cache", cfg.push_gate_cache);
+  cfg.push_slots = static_cast<uint32_t>(std::clamp<int64_t>(
+    int_field(node, "push_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
+  cfg.push_completion_delay_ms = int_field(node, "push_completion_delay_ms", 0);
+  push.slots = cfg.push_slots;
+  push.completion_delay_ms = cfg.push_completion_delay_ms;
   return cfg;
 }
 
 // One replay: the node's actors over the player's stand-ins.
 class replayer {
  public:
-  replayer(const node_config& cfg, std::string relay_pubkey, replay_player_ptr player,
-           replay_options options)
-    : cfg_(cfg), relay_pubkey_(std::move(relay_pubkey)), player_(std::move(player)),
-      options_(options) {
+  replayer(const node_config& cfg, push_header push, std::string relay_pubkey,
+           replay_player_ptr player, replay_options options)
+    : cfg_(cfg), push_(push), relay_pubkey_(std::move(relay_pubkey)),
+      player_(std::move(player)), options_(options) {
     register_types(sys_cfg_);
     sys_cfg_.set("scheduler.policy", caf::atom("testing"));
     sys_cfg_.set("logger.verbosity", caf::atom("quiet"));
@@ -189,6 +231,8 @@ class replayer {
   bool feed_client(const record& r);
   bool feed_node(const record& r);
   bool check_output(const record& r);
+  bool feed_delivery(const record& r);
+  void check_match(const record& r);
   std::optional<caf::actor> connection_of(const record& r);
   // After the last record: whatever the replay did that the trace did not.
   void check_leftovers();
@@ -224,10 +268,12 @@ class replayer {
   void check_frame(const record& r, const std::string& expected);
   void check_request(const record& r);
   void check_post(const record& r);
+  std::map<std::string, uint64_t> last_reading_;  // per actor: the seq of its latest reading
   void ready_reply(const record& r);
   void take_reply(const record& r);
 
   node_config cfg_;
+  push_header push_;
   std::string relay_pubkey_;
   replay_player_ptr player_;
   replay_options options_;
@@ -244,7 +290,14 @@ class replayer {
   caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
   reader_pool_actor reader_;
   group_actor group_;
-  std::unique_ptr<delivery_replay> delivery_;  // with delivery_slots > 0
+  // The listeners' supervisor (delivery_slots > 0), the push one (push on).
+  std::vector<std::unique_ptr<delivery_replay>> deliveries_;
+  delivery_replay* delivery_of(const std::string& actor) const {
+    for (auto& d : deliveries_)
+      if (d->owns(actor))
+        return d.get();
+    return nullptr;
+  }
 };
 
 void replayer::spawn_node() {
@@ -252,8 +305,10 @@ void replayer::spawn_node() {
   std::vector<writer_session_actor> writers;
   for (size_t i = 0; i < cfg_.writers; ++i)
     writers.push_back(caf::actor_cast<writer_session_actor>(stub("writer-" + std::to_string(i))));
-  ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings_for(cfg_), std::move(writers),
-                             hub_, env_.for_actor("ingest")));
+  auto ingest_settings = ingest_settings_for(cfg_);
+  ingest_settings.push_enabled = push_.enabled;  // the header's, not a gateway URL
+  ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings, std::move(writers), hub_,
+                             env_.for_actor("ingest")));
   gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
   std::vector<reader_session_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
@@ -275,10 +330,18 @@ void replayer::spawn_node() {
   player_->name(group_.address(), "group");
   // Live, the delivery child starts right after recording does
   // (node::start_delivery): its first claim is in the trace.
-  if (cfg_.delivery_slots > 0) {
-    delivery_ = std::make_unique<delivery_replay>(*sys_, player_, env_, cfg_.delivery_slots,
-                                                  stub("delivery_store"));
-    keep(delivery_->supervisor());
+  // The push supervisor after it, as spawn_delivery does; the matcher is
+  // not run (push_matcher_name).
+  std::vector<delivery_replay_spec> specs;
+  if (cfg_.delivery_slots > 0)
+    specs.push_back(listener_delivery_spec(cfg_.delivery_slots));
+  if (push_.enabled)
+    specs.push_back(push_delivery_spec(push_.slots, push_.completion_delay_ms));
+  for (auto& spec : specs) {
+    auto store = stub(spec.store);
+    deliveries_.push_back(
+      std::make_unique<delivery_replay>(*sys_, player_, env_, std::move(spec), store));
+    keep(deliveries_.back()->supervisor());
   }
   sched_->run();
 }
@@ -367,7 +430,8 @@ bool replayer::step(const record& r, replay_outcome& out) {
   static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
                                             "http_in", "timer",   "input",     "ingest_in",
                                             "reader_in", "reader_idle", "reply_in"};
-  if (fed.count(r.kind))
+  // The matcher's inputs reach nothing the replay runs.
+  if (fed.count(r.kind) && r.actor != push_matcher_name)
     player_->last_fed = r.seq;
   if (feed_client(r) || feed_node(r))
     ++out.inputs;
@@ -461,14 +525,21 @@ bool replayer::feed_node(const record& r) {
       diverge(r, r.msg, "not a channels_archived");
     else
       input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
-  } else if (delivery_ && (k == "input" || k == "timer")
-             && (r.type == "delivery_wake" || r.type == "listener_health"
-                 || r.type == "delivery_tick" || r.type == "delivery_response_in")) {
-    std::string error;
-    if (auto in = delivery_->input_of(r.actor, r.kind, r.type, r.msg, error))
-      input(in->to, std::move(in->msg));
+  } else if (k == "input" && r.type == "push_gate_loaded" && r.actor == "ingest") {
+    rapidjson::Document doc;
+    doc.Parse(r.msg.data(), r.msg.size());
+    push_gate_loaded msg;
+    if (doc.HasParseError() || !trace_codec::decode(doc, msg))
+      diverge(r, r.msg, "not a push_gate_loaded");
     else
-      diverge(r, "a " + r.type + " to " + r.actor, error);
+      input(caf::actor_cast<caf::actor>(ingest_), caf::make_message(std::move(msg)));
+  } else if (k == "reading" && !runs_in_replay(r.actor)) {
+    // Accepted unread (runs_in_replay).
+  } else if (r.actor == push_matcher_name && (k == "input" || k == "timer")) {
+    // Not run: what the matcher decided is its "match" records (check_match)
+    // and what it sent, the push supervisor's and ingest's inputs.
+  } else if ((k == "input" || k == "timer") && delivery_of(r.actor)) {
+    return feed_delivery(r);
   } else if (k == "db_reply") {
     ready_reply(r);
   } else if (k == "ingest_in") {
@@ -489,6 +560,7 @@ bool replayer::feed_node(const record& r) {
   } else if (k == "reply_in") {
     take_reply(r);
   } else if (k == "reading") {
+    last_reading_[r.actor] = r.seq;
     // Handed out while the actors ran; here we only check it was taken.
     if (auto during = player_->taken_during(r.seq))
       check_made_in_time(r, *during, "read " + r.what + " = " + r.value);
@@ -500,18 +572,43 @@ bool replayer::feed_node(const record& r) {
   return true;
 }
 
-// What the node produced: frames, closes, HTTP answers, database requests.
+// A delivery supervisor's or slot's input or timer. False: not one this
+// build feeds (left to the caller's "does not replay it").
+bool replayer::feed_delivery(const record& r) {
+  std::string error;
+  if (auto in = delivery_of(r.actor)->input_of(r.actor, r.kind, r.type, r.msg, error)) {
+    input(in->to, std::move(in->msg));
+    return true;
+  }
+  if (error.empty())
+    return false;
+  diverge(r, "a " + r.type + " to " + r.actor, error);
+  return true;
+}
+
+// What the node produced: frames, closes, HTTP answers, database requests,
+// POSTs and the matcher's decisions.
 bool replayer::check_output(const record& r) {
   const auto& k = r.kind;
   if (k == "frame_out" || k == "close_out" || k == "http_out")
     check_frame(r, r.text);
   else if (k == "db_request")
     check_request(r);
-  else if (k == "post_out" && delivery_)
+  else if (k == "post_out" && delivery_of(r.actor))
     check_post(r);
+  else if (k == "match" && r.actor == push_matcher_name)
+    check_match(r);
   else
     return false;
   return true;
+}
+
+// A matcher batch: the pure match, run again on the loads the batch saw,
+// must decide the same wakes.
+void replayer::check_match(const record& r) {
+  auto check = check_push_match(r.msg);
+  if (!check.ok)
+    diverge(r, check.recorded, check.replayed);
 }
 
 // A slot's POST: made by some slot of the replay (slots run on their own
@@ -521,10 +618,18 @@ void replayer::check_post(const record& r) {
   if (!expected)
     return diverge(r, r.msg, "not a delivery_attempt");
   std::string replayed;
-  if (auto during = delivery_->match_post(*expected, replayed))
-    check_made_in_time(r, *during, *expected);
-  else
-    diverge(r, *expected, replayed);
+  auto during = delivery_of(r.actor)->match_post(*expected, replayed);
+  if (!during)
+    return diverge(r, *expected, replayed);
+  // The slot reads the clock (its NIP-98 signature) and posts in one handler
+  // that takes no trace section, so live another actor's input can be
+  // recorded between the two (a writer reply ingest takes while the push
+  // wake goes out). Strict mode checks the reading; the POST is in time when
+  // the replay made it with that reading, in the same input.
+  if (auto i = last_reading_.find(r.actor); i != last_reading_.end())
+    if (auto reading = player_->taken_during(i->second); reading && *reading == *during)
+      return;
+  check_made_in_time(r, *during, *expected);
 }
 
 void replayer::check_leftovers() {
@@ -543,8 +648,8 @@ void replayer::check_leftovers() {
     end.kind = "gate";
     return diverge(end, "(not taken)", player_->gate_held.begin()->first);
   }
-  if (delivery_)
-    if (auto extra = delivery_->unmatched_post()) {
+  for (auto& d : deliveries_)
+    if (auto extra = d->unmatched_post()) {
       end.actor = "delivery";
       end.kind = "post_out";
       return diverge(end, "(no POST)", *extra);
@@ -655,18 +760,19 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
     return out;
   }
   std::string relay_pubkey;
-  auto cfg = config_from(header["node"], relay_pubkey);
+  push_header push;
+  auto cfg = config_from(header["node"], relay_pubkey, push);
   if (auto bad = check_config(cfg); !bad.empty()) {
     out.error = bad;
     return out;
   }
   auto player = std::make_shared<replay_player>();
   for (auto& r : records)
-    if (r.kind == "reading")
+    if (r.kind == "reading" && runs_in_replay(r.actor))
       player->add_reading(r.actor, {r.seq, r.what, r.value});
   out.records = records.size();
   {
-    replayer replay{cfg, relay_pubkey, player, options};
+    replayer replay{cfg, push, relay_pubkey, player, options};
     for (auto& r : records)
       if (!replay.step(r, out))
         break;

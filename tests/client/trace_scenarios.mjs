@@ -2,10 +2,11 @@
 // scenario drives a relay that records a trace (WAGGLE_TRACE) over raw WebSockets, one step
 // at a time, waiting for each answer, so the trace holds one clear story.
 //
-//   node trace_scenarios.mjs <client-session|bad-signature|roster-race|listener-retry> [ws://127.0.0.1:7777]
+//   node trace_scenarios.mjs <client-session|bad-signature|roster-race|listener-retry|push-race> [ws://127.0.0.1:7777]
 //
 // listener-retry needs the relay started with --operator-listeners naming listener_standin.mjs,
-// and that stand-in's URL in WAGGLE_LISTENER_URL.
+// and that stand-in's URL in WAGGLE_LISTENER_URL; push-race the relay started with
+// --push-gateway-url naming a stand-in answering 200, and the same URL in WAGGLE_LISTENER_URL.
 // Exits 0 when the relay answered every step as expected; otherwise names the step, exits 1.
 import { generateSecretKey, getPublicKey, finalizeEvent } from 'nostr-tools/pure'
 import { getToken } from 'nostr-tools/nip98'
@@ -114,13 +115,20 @@ async function until(what, read, done) {
 
 const relayHttp = () => url.replace(/^ws/, 'http').replace(/\/$/, '')
 
-// The relay's count of finished delivery attempts, by outcome (GET /metrics, loopback).
-async function deliveryOutcomes() {
+// The relay's count of finished delivery attempts of a queue, by outcome (GET /metrics, loopback).
+async function deliveryOutcomes(queue = 'operator_listener') {
   const text = await (await fetch(relayHttp() + '/metrics')).text()
   const out = {}
-  for (const m of text.matchAll(/^waggle_deliveries_total\{queue="operator_listener",outcome="(\w+)"\} (\d+)$/gm))
-    out[m[1]] = Number(m[2])
+  for (const m of text.matchAll(/^waggle_deliveries_total\{queue="(\w+)",outcome="(\w+)"\} (\d+)$/gm))
+    if (m[1] === queue) out[m[2]] = Number(m[3])
   return out
+}
+
+// The stand-in's URL (listener_standin.mjs) and what it was POSTed so far.
+function standin() {
+  const url = process.env.WAGGLE_LISTENER_URL
+  if (!url) fail('WAGGLE_LISTENER_URL is not set (the stand-in, listener_standin.mjs)')
+  return { url, seen: async () => (await fetch(new URL('/seen', url))).json() }
 }
 
 const scenarios = {
@@ -222,9 +230,7 @@ const scenarios = {
   // it, the 503 makes the supervisor schedule a retry (1 s), the retry is claimed when due,
   // POSTed again under the same delivery id, and the 200 completes it as delivered.
   async 'listener-retry'() {
-    const standin = process.env.WAGGLE_LISTENER_URL
-    if (!standin) fail('WAGGLE_LISTENER_URL is not set (the stand-in listener, listener_standin.mjs)')
-    const seen = async () => (await fetch(new URL('/seen', standin))).json()
+    const { seen } = standin()
     const agent = user('agent')
     step = 'listener: POST /operator/listener/pubkeys'
     const regUrl = relayHttp() + '/operator/listener/pubkeys'
@@ -245,8 +251,52 @@ const scenarios = {
     for (const p of posts)
       if (JSON.parse(p.body).event.id !== mention.id) fail(`a POST of another event: ${p.body}`)
     // The completions reached the store (the supervisor counts them on the store's answer).
-    await until('the relay counts a retry and a delivery', deliveryOutcomes, (o) => o.retry === 1 && o.delivered === 1)
+    await until('the relay counts a retry and a delivery', () => deliveryOutcomes(), (o) => o.retry === 1 && o.delivered === 1)
     await a.close()
+  },
+
+  // The race the push lease barrier handles (docs/push.md, "The gate cache"). bob publishes a
+  // kind 9 while nobody holds a lease, so its batch skips the community's gate statement; alice
+  // publishes her lease right behind it without waiting. Ingest takes the lease while bob's
+  // batch is still in flight: the lease waits for it (the barrier), and the lease's own write
+  // names bob's message as stored without the gate (push_skipped), so its backfill wakes alice
+  // for it. Then a second message, gated now, wakes her through the gate. The push gateway is a
+  // stand-in answering 200; each wake is waited for (POSTed and counted delivered) before the
+  // next step, so the trace stays one story. scripts/record-traces keeps a recording only if
+  // ingest took the lease while bob's batch was in flight.
+  async 'push-race'() {
+    const { seen } = standin()
+    const alice = user('alice')
+    const bob = user('bob')
+    const a = await connect('alice')
+    await auth(a, alice)
+    const b = await connect('bob')
+    await auth(b, bob)
+    const lease = sign(alice, 30350, '', [
+      ['d', 'phone-a'], ['endpoint', 'grant-a'], ['app', 'waggle-trace'],
+      ['expiration', String(now() + 3600)], ['generation', '1']])
+    const first = sign(bob, 9, 'before the lease')
+    b.send(['EVENT', first])
+    a.send(['EVENT', lease])
+    await b.ok(first.id, true)
+    await a.ok(lease.id, true)
+    const wakes = async (n) => {
+      const posts = await until(`the gateway gets wake ${n}`, seen, (s) => s.length >= n)
+      await until(`the relay counts wake ${n} delivered`, () => deliveryOutcomes('push'), (o) => o.delivered === n)
+      return posts
+    }
+    await wakes(1)
+    const second = sign(bob, 9, 'after the lease')
+    b.send(['EVENT', second])
+    await b.ok(second.id, true)
+    const posts = await wakes(2)
+    const woken = posts.map((p) => JSON.parse(p.body).event_id)
+    if (posts.length !== 2 || woken[0] !== first.id || woken[1] !== second.id)
+      fail(`the gateway got ${JSON.stringify(posts)}`)
+    for (const p of posts)
+      if (p.body.includes('the lease')) fail(`a wake carries the message: ${p.body}`)
+    await a.close()
+    await b.close()
   },
 }
 
