@@ -17,6 +17,9 @@ void delivery_slot_state::init(delivery_slot_ptr self_ptr, delivery_supervisor_a
 }
 
 void delivery_slot_state::on_attempt(delivery_attempt& a) {
+  // Its clock reading (the NIP-98 time) and its post_out stay together in a
+  // trace, whatever other actors record meanwhile.
+  trace_section section{env};
   if (current) {
     // The supervisor gives a slot one job at a time; a second one is a bug
     // there, and sending it back unanswered keeps its row from being lost.

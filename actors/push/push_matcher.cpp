@@ -197,18 +197,19 @@ push_matcher_actor::behavior_type push_matcher_impl(push_matcher_state::ptr self
   self->state.init(self, std::move(settings), std::move(ingest), std::move(delivery),
                    std::move(env));
   return {
+    // Inputs are recorded, but the batch runs outside a trace section: it
+    // holds a database transaction, and a section would hold every other
+    // actor's records back for as long (the matcher is checked by its match
+    // records, not replayed step by step).
     [self](push_match_wake w) {
-      trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", w);
       self->state.on_wake(w);
     },
     [self](listener_health h) {
-      trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", h);
       self->state.on_health(h);
     },
     [self](push_match_tick t) {
-      trace_section section{self->state.env};
       trace_node_message(self->state.env, "timer", t);
       self->state.on_tick(t);
     },
