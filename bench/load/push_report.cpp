@@ -8,44 +8,14 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include "bench/load/json_fields.hpp"
 #include "bench/load/push_run.hpp"
 
 namespace waggle::bench {
 
 namespace {
 
-using writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
-
-void field(writer& w, const char* name, double v) {
-  w.Key(name);
-  w.Double(v);
-}
-void field(writer& w, const char* name, size_t v) {
-  w.Key(name);
-  w.Uint64(v);
-}
-void field(writer& w, const char* name, const std::string& v) {
-  w.Key(name);
-  w.String(v);
-}
-
-void latency(writer& w, const char* name, const latency_summary& s) {
-  w.Key(name);
-  w.StartObject();
-  field(w, "count", s.count);
-  field(w, "p50", s.p50);
-  field(w, "p90", s.p90);
-  field(w, "p99", s.p99);
-  field(w, "max", s.max);
-  field(w, "mean", s.mean);
-  w.EndObject();
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using namespace json;
 
 }  // namespace
 
