@@ -123,11 +123,20 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   k bigint;
   n int;
+  queued boolean;
 BEGIN
   FOR k IN SELECT DISTINCT hashtextextended('waggle_push_gate:' || c, 0)
              FROM unnest(p_community) AS c ORDER BY 1 LOOP
     PERFORM pg_advisory_xact_lock_shared(k);
   END LOOP;
+  -- The doorbell rings only into an empty queue. Every NOTIFY costs the
+  -- listening backend a transaction of its own (it reads the queue in one),
+  -- a commit per batch; while jobs of these communities are queued, a NOTIFY
+  -- for them woke the matcher already, and a matcher that ran a batch with
+  -- jobs runs again after its interval without being told (docs/push.md).
+  queued := EXISTS (SELECT 1 FROM push_match_queue q
+                     WHERE q.community_id = ANY (p_community) AND q.attempts < 8
+                       AND (q.state = 'matching' OR q.next_attempt_at <= now()));
   INSERT INTO push_match_queue (community_id, event_id)
   SELECT u.c, u.e FROM unnest(p_community, p_event) AS u(c, e)
    WHERE EXISTS (SELECT 1 FROM push_leases l
@@ -136,7 +145,7 @@ BEGIN
    ORDER BY u.c, u.e
   ON CONFLICT DO NOTHING;
   GET DIAGNOSTICS n = ROW_COUNT;
-  IF n > 0 THEN
+  IF n > 0 AND NOT queued THEN
     PERFORM pg_notify('waggle_push', '');
   END IF;
   RETURN n;

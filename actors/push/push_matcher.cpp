@@ -161,7 +161,14 @@ void push_matcher_state::run() {
     arm(settings.min_interval);
     return;
   }
-  if (b.jobs > 0 || !listener_up)
+  if (b.jobs > 0) {
+    // Jobs may have been queued behind this batch without a NOTIFY (the
+    // gate rings only into an empty queue): look again after the interval.
+    poll_delay = settings.poll_min;
+    arm(settings.min_interval);
+    return;
+  }
+  if (!listener_up)
     poll_delay = settings.poll_min;
   else
     poll_delay = std::min(settings.poll_max, poll_delay * 2);
