@@ -11,6 +11,10 @@
 
 #include "bench/load/stats.hpp"
 
+namespace waggle::bench {
+std::string machine_description();  // bench/load/report.cpp
+}  // namespace waggle::bench
+
 namespace waggle::bench::json {
 
 using writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
@@ -38,6 +42,15 @@ inline void latency(writer& w, const char* name, const latency_summary& s) {
   field(w, "max", s.max);
   field(w, "mean", s.mean);
   w.EndObject();
+}
+
+// The fields every report opens with; the caller has started the object.
+inline void report_header(writer& w, const std::string& label, const std::string& started_at) {
+  field(w, "tool", std::string{"waggle-load"});
+  field(w, "format", size_t{1});
+  field(w, "label", label);
+  field(w, "started_at", started_at);
+  field(w, "machine", machine_description());
 }
 
 // `v` with `digits` decimals.

@@ -48,11 +48,7 @@ std::string to_json(const run_result& r) {
   w.SetMaxDecimalPlaces(3);
   auto& o = r.options;
   w.StartObject();
-  field(w, "tool", std::string{"waggle-load"});
-  field(w, "format", size_t{1});
-  field(w, "label", o.label);
-  field(w, "started_at", r.started_at);
-  field(w, "machine", machine_description());
+  report_header(w, o.label, r.started_at);
   w.Key("settings");
   w.StartObject();
   field(w, "workload", std::string{to_string(o.kind)});
