@@ -14,9 +14,14 @@ namespace waggle::db::write_sql {
 // - convert_from(bytea, 'UTF8') takes the "C" collation of its `name`
 //   argument; COLLATE "default" restores the columns' collation, without which
 //   a comparison with an indexed text column cannot be an index condition.
-// - Per-candidate head look-ups are LATERAL subqueries with OFFSET 0 (which
-//   keeps them from being flattened into a join), so they stay parameterised
-//   index probes of events_live_coordinate whatever the statistics say.
+// - Per-candidate look-ups of events (the duplicate probe, the heads) are
+//   LATERAL subqueries with OFFSET 0 (which keeps them from being flattened
+//   into a join), so they stay parameterised index probes whatever the
+//   statistics say. As a join, the duplicate probe's generic plan, made on a
+//   fresh database where events looks like ten pages, was a hash join over a
+//   sequential scan of events: every batch read the whole table, and a new
+//   deployment ran at two thirds of its speed until autovacuum's first
+//   ANALYZE (docs/write-path.md, "Plans on a fresh database").
 #define WAGGLE_COORD_KINDS(col) \
   "(" col " IN (0, 3) OR " col " BETWEEN 10000 AND 19999 OR " col " BETWEEN 30000 AND 39999)"
 
@@ -43,7 +48,9 @@ WITH c AS (
 )
 SELECT c.ord, 'x' AS what, NULL::text AS head_id, NULL::bigint AS head_created_at,
        NULL::text AS role
-  FROM c JOIN events e ON e.community_id = c.community_id AND e.id = c.id
+  FROM c CROSS JOIN LATERAL (SELECT 1 FROM events e
+                              WHERE e.community_id = c.community_id AND e.id = c.id
+                             OFFSET 0) AS dup
 UNION ALL
 SELECT c.ord, 'h', encode(h.id, 'hex'), h.created_at, NULL
   FROM c CROSS JOIN LATERAL (

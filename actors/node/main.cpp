@@ -24,6 +24,7 @@
 #include "actors/replay/trace_replay.hpp"
 #include "db/community_store.hpp"
 #include "db/migrate.hpp"
+#include "db/statistics.hpp"
 #include "gateway/server.hpp"
 
 using namespace waggle;
@@ -78,6 +79,8 @@ int run_migrate(std::vector<std::string> args) {
   }
   std::cout << "migrations applied: " << *applied << " new, "
             << db::embedded_migrations().size() << " known\n";
+  for (const auto& table : db::analyze_missing_statistics(conn))
+    std::cout << "analyzed " << table << " (it had rows and no statistics)\n";
   return 0;
 }
 
@@ -154,6 +157,20 @@ int run_replay(std::vector<std::string> args) {
   return out.identical ? 0 : 1;
 }
 
+// A restored or upgraded database gets its statistics before the writer
+// sessions' first batches make their generic plans; after start_checks, so
+// the database is known to be reachable. Best effort: a failure is logged and
+// autovacuum will get there.
+void analyze_restored_tables(const std::string& database_url) {
+  try {
+    pqxx::connection conn{database_url};
+    for (const auto& table : db::analyze_missing_statistics(conn))
+      log::info("node", "analyzed a table that had rows and no statistics", {{"table", table}});
+  } catch (const std::exception& e) {
+    log::warn("node", "could not check planner statistics", {{"error", e.what()}});
+  }
+}
+
 int run_serve(std::vector<std::string> args) {
   for (auto& a : args)
     if (a == "--help" || a == "-h") {
@@ -196,6 +213,7 @@ int run_serve(std::vector<std::string> args) {
     relay.stop();
     return 3;
   }
+  analyze_restored_tables(cfg.database_url);
   if (recorder) {
     recorder->start(trace_node_json(cfg, relay.relay_pubkey()));
     log::info("node", "recording a trace",
