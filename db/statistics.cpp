@@ -5,6 +5,12 @@
 
 namespace waggle::db {
 
+const std::vector<std::string>& writer_session_settings() {
+  static const std::vector<std::string> settings{"SET plan_cache_mode = force_generic_plan",
+                                                 "SET enable_seqscan = off"};
+  return settings;
+}
+
 std::vector<std::string> analyze_missing_statistics(pqxx::connection& conn) {
   std::vector<std::string> missing;
   {

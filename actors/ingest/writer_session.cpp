@@ -8,6 +8,7 @@
 #include "actors/trace/trace_recorder.hpp"
 #include "db/event_store.hpp"
 #include "db/roster_fence.hpp"
+#include "db/statistics.hpp"
 
 namespace waggle {
 
@@ -16,14 +17,9 @@ void writer_session_state::init(writer_session_ptr self_ptr, std::string databas
   self = self_ptr;
   env = e.for_actor(role);
   leases = l;
-  // The batch statements are prepared once per connection and their shape
-  // does not depend on the values (arrays of the batch's rows, index probes
-  // forced by OFFSET 0): a generic plan is right for every batch, and
-  // re-planning custom ones cost a fifth of PostgreSQL's CPU under load
-  // (docs/benchmarks.md, "Profile").
-  session = std::make_unique<db::session>(
-    std::move(database_url), std::move(role),
-    std::vector<std::string>{"SET plan_cache_mode = force_generic_plan"}, log::session_report);
+  // Generic plans, kept, and no sequential scans: db/statistics.hpp says why.
+  session = std::make_unique<db::session>(std::move(database_url), std::move(role),
+                                          db::writer_session_settings(), log::session_report);
 }
 
 write_batch_reply writer_session_state::on_write_batch(const write_batch_request& req) {
