@@ -1,6 +1,7 @@
 #include "bench/load/sweep_run.hpp"
 
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -94,6 +95,12 @@ int run_sweep(const load_options& o) {
     return 2;
   }
 
+  struct step_state {
+    std::vector<prepared_event> events;
+    std::unique_ptr<publish_clock> clock;
+    progress_counters progress;
+  };
+  std::deque<step_state> states;
   for (size_t si = 0; si < o.sweep.size(); ++si) {
     sweep_step_result step;
     step.subscribers = o.sweep[si];
@@ -104,7 +111,9 @@ int run_sweep(const load_options& o) {
     // The step's events, signed before its clock starts.
     auto created_at = unix_now();
     auto n = static_cast<size_t>(std::ceil(o.rate * o.step_seconds)) + 1;
-    auto events = sign_all(n, std::max(1u, std::thread::hardware_concurrency()),
+    // Kept for the whole run: a late handler of a closed step's connection still finds them.
+    auto& state = states.emplace_back();
+    state.events = sign_all(n, std::max(1u, std::thread::hardware_concurrency()),
                            [&](size_t i, const keypair*& signer) {
                              signer = &author;
                              proto::event ev;
@@ -114,8 +123,10 @@ int run_sweep(const load_options& o) {
                              ev.content = filler(o.content_bytes, si * 1'000'003 + i);
                              return ev;
                            });
-    publish_clock clock{events};
-    progress_counters progress;
+    state.clock = std::make_unique<publish_clock>(state.events);
+    auto& events = state.events;
+    auto& clock = *state.clock;
+    auto& progress = state.progress;
     auto errors = std::make_shared<error_list>();
 
     // Subscribers, spread over the receiver threads, listening before anything is sent.
@@ -131,14 +142,18 @@ int run_sweep(const load_options& o) {
     auto setup_from = now_ns();
     auto ready = open_all(
       relay, sub_clients,
-      [&subs, &progress](size_t s) {
+      [&subs, &progress, errors](size_t s) {
         auto sub = subs[s];
         client_handlers h;
         h.ready = [sub] { sub->subscribe(); };
         h.eose = [sub](std::string_view) { sub->on_eose(); };
         h.event = [sub](std::string_view, std::string_view id) { sub->on_event(id); };
         h.closed = [sub](std::string_view, std::string_view m) { sub->on_closed(m); };
-        h.failed = [&progress](const std::string&) { progress.dropped.fetch_add(1); };
+        // After it was listening: the relay closed it (a slow consumer?) or the socket broke.
+        h.failed = [&progress, errors](const std::string& e) {
+          if (progress.dropped.fetch_add(1) == 0)
+            errors->add("a subscriber was dropped (the first; see dropped): " + e);
+        };
         return h;
       },
       o.connect_parallel, std::chrono::seconds(180), errors);
