@@ -132,8 +132,8 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
 subscriber::subscriber(std::shared_ptr<nostr_client> client, std::string filter_json,
                        const publish_clock* clock, progress_counters& progress)
     : client_(std::move(client)), filter_json_(std::move(filter_json)), clock_(clock),
-      progress_(progress), seen_(clock ? clock->size() : 0) {
-  delivery_ms.reserve(seen_.size());
+      progress_(progress), received_ns_(clock ? clock->size() : 0) {
+  delivery_ms.reserve(received_ns_.size());
 }
 
 void subscriber::subscribe() { client_->send("[\"REQ\",\"live\"," + filter_json_ + "]"); }
@@ -159,11 +159,11 @@ void subscriber::on_event(std::string_view id) {
     ++foreign;
     return;
   }
-  if (seen_[static_cast<size_t>(k)]) {
+  if (received_ns_[static_cast<size_t>(k)]) {
     ++duplicates;
     return;
   }
-  seen_[static_cast<size_t>(k)] = true;
+  received_ns_[static_cast<size_t>(k)] = now;
   ++distinct;
   last_ns = now;
   delivered_.store(distinct, std::memory_order_relaxed);

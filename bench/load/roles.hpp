@@ -112,14 +112,16 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   std::vector<double> delivery_ms;
   std::string refused;
   bool listening() const { return ready_ && refused.empty(); }
-  bool saw(size_t index) const { return seen_[index]; }
+  bool saw(size_t index) const { return received_ns_[index] != 0; }
+  // When event `index` first arrived (steady ns), 0 if it has not.
+  int64_t received_at(size_t index) const { return received_ns_[index]; }
 
  private:
   std::shared_ptr<nostr_client> client_;
   std::string filter_json_;
   const publish_clock* clock_;
   progress_counters& progress_;
-  std::vector<bool> seen_;
+  std::vector<int64_t> received_ns_;  // by event index
   bool ready_ = false;
   bool frozen_ = false;
   alignas(64) std::atomic<size_t> delivered_{0};

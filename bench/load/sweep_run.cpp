@@ -271,15 +271,7 @@ int run_sweep(const load_options& o) {
     read.get_future().wait();
     auto answered = step.outcomes.accepted + step.outcomes.duplicate + step.outcomes.rejected;
     step.unanswered = step.outcomes.sent - std::min(step.outcomes.sent, answered);
-    for (size_t k = 0; k < clock.size(); ++k) {
-      if (!clock.accepted(k))
-        continue;
-      for (auto* s : listening) {
-        ++step.expected;
-        step.delivered += s->saw(k);
-      }
-    }
-    step.missed = step.expected - step.delivered;
+    tally_deliveries(clock, listening, step);
     step.dropped = progress.dropped;
     step.delivery_ms = summarize_latency(delivery);
     step.offered_per_s = o.rate * static_cast<double>(step.listening);

@@ -37,6 +37,10 @@ struct sweep_step_result {
   size_t foreign = 0;           // events no publisher of this step sent
   size_t dropped = 0;           // subscribers lost after they were listening
   latency_summary delivery_ms;  // send -> receipt
+  // The publisher's reading of the OK -> receipt: the fanout's own share of
+  // the delivery latency, without the write path's (negative when the event
+  // beat its OK to the tool).
+  latency_summary after_ok_ms;
   double offered_per_s = 0;     // rate x listening
   double achieved_per_s = 0;    // delivered / max(window, first send -> last receipt)
   double span_s = 0;            // first send -> last receipt
@@ -61,6 +65,11 @@ struct sweep_result {
 // deliveries/s (a step that delivered nothing is past it); reason says which.
 std::optional<size_t> find_knee(const std::vector<sweep_step_result>& steps, double p99_ms,
                                 double share, std::string& reason);
+
+// Every accepted event of `clock` owed to every listening subscriber: fills
+// the step's expected, delivered, missed and OK-to-receipt latency.
+void tally_deliveries(const publish_clock& clock, const std::vector<const subscriber*>& listening,
+                      sweep_step_result& step);
 
 std::string to_json(const sweep_result& r);
 std::string to_markdown(const sweep_result& r);

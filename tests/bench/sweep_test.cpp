@@ -164,10 +164,43 @@ TEST(SweepSubscriber, CountsEachPublishedEventOnceByIdAndStopsWhenFrozen) {
   EXPECT_FALSE(sub->saw(1));
   EXPECT_EQ(sub->delivery_ms.size(), 2u);
   EXPECT_GE(sub->last_ns, t0);
+  EXPECT_GE(sub->received_at(0), t0);
+  EXPECT_EQ(sub->received_at(1), 0);
   sub->freeze();
   sub->on_event(events[1].id);
   EXPECT_EQ(sub->delivered(), 2u);
   EXPECT_FALSE(sub->saw(1));
+}
+
+TEST(SweepTally, EveryAcceptedEventOwedToEveryListeningSubscriber) {
+  auto events = some_events(3);
+  publish_clock clock{events};
+  auto t0 = now_ns();
+  for (size_t k = 0; k < 3; ++k)
+    clock.mark_sent(k, t0);
+  clock.mark_accepted(0, t0 + 1'000'000);
+  clock.mark_accepted(1, t0 + 2'000'000);  // event 2 was never acked
+  boost::asio::io_context ioc;
+  progress_counters progress;
+  auto sub = [&] {
+    return std::make_shared<subscriber>(
+      std::make_shared<nostr_client>(ioc, random_keypair(), "ws://x"), "{}", &clock, progress);
+  };
+  auto a = sub(), b = sub();
+  for (auto& e : events)
+    a->on_event(e.id);
+  b->on_event(events[1].id);
+  sweep_step_result step;
+  tally_deliveries(clock, {a.get(), b.get()}, step);
+  EXPECT_EQ(step.expected, 4u);
+  EXPECT_EQ(step.delivered, 3u);  // a: 0 and 1 (2 owed nobody); b: 1
+  EXPECT_EQ(step.missed, 1u);     // b never got 0
+  EXPECT_EQ(step.after_ok_ms.count, 3u);
+  // OK to receipt, per delivery: a's 0 and 1, b's 1.
+  auto ms = [&](const std::shared_ptr<subscriber>& s, size_t k) {
+    return static_cast<double>(s->received_at(k) - clock.accepted_at(k)) / 1e6;
+  };
+  EXPECT_NEAR(step.after_ok_ms.mean, (ms(a, 0) + ms(a, 1) + ms(b, 1)) / 3, 1e-6);
 }
 
 TEST(SweepReceiving, EventIdFoundWithoutAFullParseWhateverTheKeyOrder) {
