@@ -284,7 +284,8 @@ int run_sweep(const load_options& o) {
       step.drain_s = static_cast<double>(std::max(last_receipt, drained_from) - drained_from) / 1e9;
       step.achieved_per_s =
         static_cast<double>(step.delivered) / std::max(o.step_seconds, step.span_s);
-      auto wall = static_cast<double>(step_end - t0) / 1e9;
+      // Over the time deliveries came in (not the idle end of a stalled drain).
+      auto wall = std::max(o.step_seconds, step.span_s);
       step.receiver_cpu_s = cpu;
       step.receiver_busy = cpu / (wall * static_cast<double>(res.receiver_threads));
     }
