@@ -40,14 +40,20 @@ std::optional<rss_reading> read_rss(int pid) {
   return found ? std::optional<rss_reading>{r} : std::nullopt;
 }
 
-void raise_fd_limit(size_t wanted) {
+std::string raise_fd_limit(size_t wanted) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
-    return;
-  if (lim.rlim_cur >= wanted)
-    return;
-  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(wanted));
-  setrlimit(RLIMIT_NOFILE, &lim);
+    return "";  // unknown: the connections will say
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0)
+      getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < wanted)
+    return "needs " + std::to_string(wanted) + " open files but the limit is " +
+           std::to_string(lim.rlim_cur) + " (hard " + std::to_string(lim.rlim_max) +
+           "): raise it (ulimit -Hn, or LimitNOFILE)";
+  return "";
 }
 
 }  // namespace waggle::bench

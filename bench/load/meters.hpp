@@ -34,7 +34,9 @@ struct rss_reading {
 };
 std::optional<rss_reading> read_rss(int pid);
 
-// Lets this process hold `wanted` descriptors (raises the soft limit up to the hard one).
-void raise_fd_limit(size_t wanted);
+// Raises the soft limit of open descriptors to the hard one (each subscriber
+// is a socket: 5,000 of them pass the usual soft limit of 1,024). Returns ""
+// or why `wanted` descriptors cannot be had.
+std::string raise_fd_limit(size_t wanted);
 
 }  // namespace waggle::bench

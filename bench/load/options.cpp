@@ -48,7 +48,10 @@ run options:
   --database-url URL         report net commits per accepted message (pg_stat_database)
   --control-seconds S        idle control window for the commit count (default: the run's)
   --relay-pid PID            report the relay's RSS at the end of the run
-  --threads T                the tool's io threads (default 1)
+  --threads T                the tool's io threads for publishers, queriers and idle
+                             connections (default 1)
+  --receiver-threads N       io threads of the subscribers, each with its own share of
+                             the sockets (default: one per core)
   --label TEXT               a name for this run in the report
   --json FILE, --markdown FILE
   --no-progress              no progress line on stderr
@@ -62,6 +65,15 @@ operator listeners (the relay started with `listener-config`'s --operator-listen
                              s apart, uniform); listener-burst: 1000 (closed loop)
   --gap-min S, --gap-max S   listener-latency spacing (default 2.5, 4)
   --delivery-wait S          after the load, wait up to S s for the healthy deliveries (120)
+
+fanout sweep (--workload fanout): one step per subscriber count, each on a fresh channel
+  --sweep N1,N2,...          live subscribers of each step, e.g. 10,100,1000,5000 (instead of
+                             --subscribers); --rate (default 100) events/s, --step-seconds S
+  --drain-wait S             per step: wait up to S s for the last deliveries (default 120;
+                             stops early once 5 s pass without one)
+  --step-seconds S           length of each step (default 10)
+  --knee-p99-ms MS           the knee: first step with delivery p99 above MS (default 20)
+  --knee-share F             ... or deliveries/s below F of those offered (default 0.9)
 
 push (the relay started with --push-gateway-url http://127.0.0.1:PORT/wake):
   --push-scenario S          A: one member posts kind 9 to an open channel, nobody holds a lease;
@@ -95,6 +107,24 @@ std::vector<uint16_t> to_ports(const std::string& v) {
     if (used != item.size() || n == 0 || n > 65535)
       throw std::invalid_argument(item);
     out.push_back(static_cast<uint16_t>(n));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::vector<size_t> to_counts(const std::string& v) {
+  std::vector<size_t> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    auto comma = v.find(',', at);
+    auto item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t used = 0;
+    auto n = std::stoull(item, &used);
+    if (used != item.size() || n == 0)
+      throw std::invalid_argument(item);
+    out.push_back(static_cast<size_t>(n));
     if (comma == std::string::npos)
       break;
     at = comma + 1;
@@ -210,6 +240,10 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--control-seconds", [&](auto& v) { o.control_seconds = to_double(v); }},
     {"--relay-pid", [&](auto& v) { o.relay_pid = static_cast<int>(to_size(v)); }},
     {"--threads", [&](auto& v) { o.threads = to_size(v); }},
+    {"--receiver-threads", [&](auto& v) { o.receiver_threads = to_size(v); }},
+    {"--sweep", [&](auto& v) { o.sweep = to_counts(v); }},
+    {"--knee-p99-ms", [&](auto& v) { o.knee_p99_ms = to_double(v); }},
+    {"--knee-share", [&](auto& v) { o.knee_share = to_double(v); }},
     {"--label", [&](auto& v) { o.label = v; }},
     {"--json", [&](auto& v) { o.json_path = v; }},
     {"--markdown", [&](auto& v) { o.markdown_path = v; }},
@@ -226,7 +260,12 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
        o.push_scenario = v;
      }},
     {"--push-rates", [&](auto& v) { o.push_rates = to_rates(v); }},
-    {"--step-seconds", [&](auto& v) { o.step_seconds = to_double(v); }},
+    {"--step-seconds",
+     [&](auto& v) {
+       o.step_seconds = to_double(v);
+       if (!(o.step_seconds > 0))
+         throw std::invalid_argument(v);
+     }},
     {"--push-gateway-port",
      [&](auto& v) {
        auto n = to_size(v);
@@ -234,7 +273,12 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
          throw std::invalid_argument(v);
        o.push_gateway_port = static_cast<uint16_t>(n);
      }},
-    {"--drain-wait", [&](auto& v) { o.drain_wait = to_double(v); }},
+    {"--drain-wait",
+     [&](auto& v) {
+       o.drain_wait = to_double(v);
+       if (o.drain_wait < 0)
+         throw std::invalid_argument(v);
+     }},
   };
   auto err = apply(args, flags, {{"--no-progress", [&] { o.progress = false; }}});
   if (!err.empty())
@@ -247,8 +291,26 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     return "mention-share must be within 0..1";
   if ((o.kind == workload::chat || o.kind == workload::fanout) && o.channels == 0)
     return "chat and fanout need at least one channel";
-  if (o.kind == workload::fanout && o.subscribers == 0)
-    return "fanout needs --subscribers";
+  if (o.sweeping()) {
+    if (o.kind != workload::fanout)
+      return "--sweep goes with --workload fanout";
+    if (o.subscribers)
+      return "--sweep names the subscribers of each step: drop --subscribers";
+    for (size_t i = 0; i < o.sweep.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (o.sweep[i] == o.sweep[j])
+          return "--sweep counts must differ (each names its step)";
+    if (o.rate == 0)
+      o.rate = 100;
+    if (o.step_seconds < 0)
+      o.step_seconds = 10;
+    if ( !(o.knee_p99_ms > 0) || !(o.knee_share > 0 && o.knee_share <= 1))
+      return "the sweep needs a positive --knee-p99-ms and 0 < --knee-share <= 1";
+    if (o.drain_wait < 0)
+      o.drain_wait = 120;
+  }
+  if (o.kind == workload::fanout && o.subscribers == 0 && !o.sweeping())
+    return "fanout needs --subscribers (or --sweep)";
   if (o.kind == workload::history && o.channel_prefix.empty())
     return "history needs --channel-prefix (the channels `waggle-load seed` filled)";
   bool listener_workload =
@@ -271,6 +333,10 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     o.mentions = 1000;
   if (o.delivery_wait < 0)
     return "delivery-wait must not be negative";
+  if (o.drain_wait < 0)
+    o.drain_wait = 30;
+  if (o.step_seconds < 0)
+    o.step_seconds = 60;
   if (o.kind == workload::push) {
     if (o.push_scenario.empty())
       return "push needs --push-scenario A, B or idle";

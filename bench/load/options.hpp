@@ -30,7 +30,8 @@ struct load_options {
   std::string database_url;    // net commits per accepted message
   double control_seconds = -1;  // idle control window (-1 = same as the run's window)
   int relay_pid = 0;            // report the relay's RSS
-  size_t threads = 1;           // io threads of the tool
+  size_t threads = 1;           // io threads of the tool (publishers, queriers, idle connections)
+  size_t receiver_threads = 0;  // subscribers' io threads (0 = one per core)
   size_t connect_parallel = 256;
   std::string label;
   std::string json_path;
@@ -51,9 +52,19 @@ struct load_options {
   // matches every message; idle: the idle control alone (commits/s).
   std::string push_scenario;  // "A", "B" or "idle"
   std::vector<double> push_rates{5, 10, 30, 50, 100};
-  double step_seconds = 60;
+  double step_seconds = -1;  // -1 = the workload's default: push 60, fanout sweep 10
   uint16_t push_gateway_port = 0;
-  double drain_wait = 30;  // per step: seconds for the owed wakes and the relay's queues
+  // Per step: push, seconds for the owed wakes and the relay's queues (30);
+  // fanout sweep, at most this long for the last deliveries (120).
+  double drain_wait = -1;  // -1 = the workload's default
+  // Fanout sweep (bench/load/sweep_run.hpp): one step per subscriber count,
+  // each --step-seconds at --rate (default 100/s) on a fresh channel. The knee
+  // is the first step whose delivery p99 exceeds knee_p99_ms or whose
+  // deliveries/s fall below knee_share of those offered.
+  std::vector<size_t> sweep;
+  double knee_p99_ms = 20;
+  double knee_share = 0.9;
+  bool sweeping() const { return !sweep.empty(); }
   bool listeners() const { return !listener_ports.empty(); }
 };
 

@@ -21,13 +21,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 constexpr double settle_s = static_cast<double>(commit_meter::settle_time.count());
 
-std::string utc_now() {
-  auto t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 void sleep_s(double s) {
   if (s > 0)
     std::this_thread::sleep_for(std::chrono::duration<double>(s));

@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -40,6 +41,13 @@ std::string machine_description() {
   return (model.empty() ? std::string{"unknown CPU"} : model) + ", " +
          std::to_string(std::thread::hardware_concurrency()) + " CPUs, " +
          std::to_string(mem_kb / 1024 / 1024) + " GiB, Linux " + u.release;
+}
+
+std::string utc_now() {
+  auto t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 std::string to_json(const run_result& r) {

@@ -62,5 +62,6 @@ struct summary {
 summary summarize_runs(const std::vector<std::string>& json_texts, const std::string& label);
 
 std::string machine_description();
+std::string utc_now();  // ISO 8601, for started_at
 
 }  // namespace waggle::bench

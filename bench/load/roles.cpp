@@ -132,7 +132,9 @@ void publisher::on_ok(std::string_view id, bool accepted, std::string_view messa
 subscriber::subscriber(std::shared_ptr<nostr_client> client, std::string filter_json,
                        const publish_clock* clock, progress_counters& progress)
     : client_(std::move(client)), filter_json_(std::move(filter_json)), clock_(clock),
-      progress_(progress), seen_(clock ? clock->size() : 0) {}
+      progress_(progress), received_ns_(clock ? clock->size() : 0) {
+  delivery_ms.reserve(received_ns_.size());
+}
 
 void subscriber::subscribe() { client_->send("[\"REQ\",\"live\"," + filter_json_ + "]"); }
 
@@ -149,19 +151,22 @@ void subscriber::on_closed(std::string_view message) {
 }
 
 void subscriber::on_event(std::string_view id) {
+  if (frozen_)
+    return;
   auto now = now_ns();
   auto k = clock_ ? clock_->index_of(id) : -1;
   if (k < 0) {
     ++foreign;
     return;
   }
-  if (seen_[static_cast<size_t>(k)]) {
+  if (received_ns_[static_cast<size_t>(k)]) {
     ++duplicates;
     return;
   }
-  seen_[static_cast<size_t>(k)] = true;
+  received_ns_[static_cast<size_t>(k)] = now;
   ++distinct;
-  progress_.delivered.fetch_add(1, std::memory_order_relaxed);
+  last_ns = now;
+  delivered_.store(distinct, std::memory_order_relaxed);
   if (auto sent = clock_->sent_at(static_cast<size_t>(k)); sent > 0)
     delivery_ms.push_back(ms_between(sent, now));
 }

@@ -15,22 +15,17 @@
 #include "bench/load/listener_run.hpp"
 #include "bench/load/meters.hpp"
 #include "bench/load/push_run.hpp"
+#include "bench/load/receivers.hpp"
 #include "bench/load/report.hpp"
 #include "bench/load/roles.hpp"
 #include "bench/load/setup.hpp"
+#include "bench/load/sweep_run.hpp"
 
 namespace waggle::bench {
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::string utc_now() {
-  auto t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 // The channels of this run: fresh ids (channel ids are never reused), or the
 // ones `seed` filled.
@@ -154,15 +149,15 @@ std::vector<prepared_event> make_events(const load_options& o, const plan& p,
   });
 }
 
-void print_progress(const load_options& o, const progress_counters& pc, const listener_side* lis,
-                    double t, bool final_line) {
+void print_progress(const load_options& o, const progress_counters& pc, size_t delivered,
+                    const listener_side* lis, double t, bool final_line) {
   if (!o.progress)
     return;
   bool tty = isatty(STDERR_FILENO);
   char line[200];
   std::snprintf(line, sizeof line, "[%5.1fs] sent %zu  answered %zu  accepted %zu  rejected %zu%s",
                 t, pc.sent.load(), pc.answered.load(), pc.accepted.load(), pc.rejected.load(),
-                o.subscribers ? ("  delivered " + std::to_string(pc.delivered.load())).c_str() : "");
+                o.subscribers ? ("  delivered " + std::to_string(delivered)).c_str() : "");
   if (lis) {
     auto n = std::strlen(line);
     std::snprintf(line + n, sizeof line - n, "  listeners got %zu", lis->healthy_requests());
@@ -178,10 +173,15 @@ void print_progress(const load_options& o, const progress_counters& pc, const li
 int run_load(const load_options& options) {
   if (options.kind == workload::push)
     return run_push(options);  // steps of its own (push_run.hpp)
+  if (options.sweeping())
+    return run_sweep(options);  // steps of its own (sweep_run.hpp)
   auto o = options;
   if (o.kind == workload::listener_burst || o.kind == workload::listener_latency)
     o.events = o.mentions;
-  raise_fd_limit(o.connections + o.subscribers + 64);
+  if (auto e = raise_fd_limit(o.connections + o.subscribers + 64); !e.empty()) {
+    std::cerr << "waggle-load: " << e << "\n";
+    return 2;
+  }
   relay_endpoint relay;
   if (auto e = resolve_relay(o.url, o.host, relay); !e.empty()) {
     std::cerr << "waggle-load: " << e << "\n";
@@ -260,9 +260,19 @@ int run_load(const load_options& options) {
     clock = std::make_unique<publish_clock>(events);
 
   // Subscribers first, so they are listening before anything is published.
+  // Subscribers on receiver threads of their own, apart from the publishers
+  // (declared first: the connections must go before their io contexts).
+  std::unique_ptr<receiver_pool> receivers;
   std::vector<std::shared_ptr<nostr_client>> sub_clients;
   std::vector<std::shared_ptr<subscriber>> subs;
+  auto delivered = [&subs] {
+    size_t n = 0;
+    for (auto& s : subs)
+      n += s->delivered();
+    return n;
+  };
   if (o.subscribers) {
+    receivers = std::make_unique<receiver_pool>(receiver_threads(o.receiver_threads));
     auto since = std::to_string(created_at - 5);
     // Every channel of the run, so each accepted event reaches every subscriber.
     std::string h;
@@ -272,7 +282,8 @@ int run_load(const load_options& options) {
                            ? "{\"kinds\":[1],\"since\":" + since + "}"
                            : "{\"kinds\":[9],\"#h\":[" + h + "],\"since\":" + since + "}";
     for (size_t s = 0; s < o.subscribers; ++s) {
-      sub_clients.push_back(std::make_shared<nostr_client>(ioc, random_keypair(), relay.relay_url));
+      sub_clients.push_back(
+        std::make_shared<nostr_client>(receivers->next(), random_keypair(), relay.relay_url));
       subs.push_back(std::make_shared<subscriber>(sub_clients.back(), filter, clock.get(), progress));
     }
     result.subscribers = open_all(
@@ -369,7 +380,7 @@ int run_load(const load_options& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto now = now_ns();
     if (clock_type::now() - last_print >= std::chrono::seconds(1)) {
-      print_progress(o, progress, lis.get(), static_cast<double>(now - t0) / 1e9, false);
+      print_progress(o, progress, delivered(), lis.get(), static_cast<double>(now - t0) / 1e9, false);
       last_print = clock_type::now();
     }
     if (now < deadline)
@@ -391,7 +402,7 @@ int run_load(const load_options& options) {
     while (clock_type::now() < until && lis->healthy_requests() < expected) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (clock_type::now() - last >= std::chrono::seconds(1)) {
-        print_progress(o, progress, lis.get(), static_cast<double>(now_ns() - t0) / 1e9, false);
+        print_progress(o, progress, delivered(), lis.get(), static_cast<double>(now_ns() - t0) / 1e9, false);
         last = clock_type::now();
       }
     }
@@ -402,10 +413,10 @@ int run_load(const load_options& options) {
   if (!subs.empty()) {
     auto until = clock_type::now() + std::chrono::seconds(10);
     while (clock_type::now() < until &&
-           progress.delivered < progress.accepted * progress.subscribed)
+           delivered() < progress.accepted * progress.subscribed)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  print_progress(o, progress, lis.get(), static_cast<double>(now_ns() - t0) / 1e9, true);
+  print_progress(o, progress, delivered(), lis.get(), static_cast<double>(now_ns() - t0) / 1e9, true);
 
   if (meter) {
     // The last commit needs a full settle time of idleness before the read;
@@ -440,6 +451,8 @@ int run_load(const load_options& options) {
     c->close();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   stop_io();  // from here on, role objects are read by this thread alone
+  if (receivers)
+    receivers->stop();
   if (lis) {
     lis->stop();
     result.listeners = lis->collect(*clock, listener_of);
