@@ -237,7 +237,8 @@ struct batch_write {
   void finish_aliases();
   void add_lock_call(std::vector<statement_call>& phase_a) const;
   void add_check_call(std::vector<statement_call>& phase_a) const;
-  void read_checks(const pqxx::result& answer);
+  using inserted_set = std::set<std::pair<int64_t, std::string>>;
+  void read_checks(const pqxx::result& answer, inserted_set* inserted = nullptr);
   void decide();
   void add_replace_call(std::vector<statement_call>& phase_b);
   void add_insert_call(std::vector<statement_call>& phase_b);
@@ -246,7 +247,7 @@ struct batch_write {
   bool all_plain() const;
   statement_call check_insert_call() const;
   void read_check_insert(const pqxx::result& answer);
-  void mark_inserted(const std::set<std::pair<int64_t, std::string>>& inserted);
+  void mark_inserted(const inserted_set& inserted);
 
   const std::vector<ingest_item>& items;
   const write_options& opts;
@@ -443,15 +444,21 @@ void batch_write::add_check_call(std::vector<statement_call>& phase_a) const {
                                   opts.relay_pubkey}});
 }
 
-void batch_write::read_checks(const pqxx::result& answer) {
+// S1's rows; with `inserted`, the one-statement write's, whose 'i' rows are
+// the ids it inserted.
+void batch_write::read_checks(const pqxx::result& answer, inserted_set* inserted) {
   exists.assign(cands.size(), false);
   tombstoned.assign(cands.size(), false);
   heads.assign(cands.size(), {});
   posts.assign(cands.size(), std::nullopt);
   admission.assign(cands.size(), std::nullopt);
   for (const auto& row : answer) {
-    auto k = row[0].as<size_t>() - 1;
     auto what = row[1].as<std::string>();
+    if (what == "i" && inserted) {
+      inserted->emplace(row[3].as<int64_t>(), row[2].as<std::string>());
+      continue;
+    }
+    auto k = row[0].as<size_t>() - 1;
     if (what == "x")
       exists[k] = true;
     else if (what == "t")
@@ -645,7 +652,7 @@ void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
   }
 }
 
-void batch_write::mark_inserted(const std::set<std::pair<int64_t, std::string>>& inserted) {
+void batch_write::mark_inserted(const inserted_set& inserted) {
   for (size_t k : to_insert) {
     const auto& c = cands[k];
     auto& res = results[c.item];
@@ -714,30 +721,13 @@ statement_call batch_write::check_insert_call() const {
 // The statement's rows: S1's (read and decided as in the phases) and the
 // ids it inserted ('i').
 void batch_write::read_check_insert(const pqxx::result& answer) {
-  std::set<std::pair<int64_t, std::string>> inserted;
-  exists.assign(cands.size(), false);
-  tombstoned.assign(cands.size(), false);
-  heads.assign(cands.size(), {});
-  posts.assign(cands.size(), std::nullopt);
-  admission.assign(cands.size(), std::nullopt);
-  for (const auto& row : answer) {
-    if (row[1].as<std::string>() == "i") {
-      inserted.emplace(row[3].as<int64_t>(), row[2].as<std::string>());
-      continue;
-    }
-    auto k = row[0].as<size_t>() - 1;
-    auto what = row[1].as<std::string>();
-    if (what == "x")
-      exists[k] = true;
-    else if (what == "t")
-      tombstoned[k] = true;
-    else if (what == "p")
-      admission[k] = row[2].as<std::string>();
-    else
-      // Not possible for plain candidates; the statement inserted nothing
-      // for this one, so answering it from decide() could only be wrong.
-      throw std::logic_error("one-statement write: unexpected check row '" + what + "'");
-  }
+  inserted_set inserted;
+  read_checks(answer, &inserted);
+  // Heads and channel rows are impossible for plain candidates; the
+  // statement inserted regardless of them, so decide() must never see one.
+  for (size_t k = 0; k < cands.size(); ++k)
+    if (!heads[k].empty() || posts[k])
+      throw std::logic_error("one-statement write: a check row only the phases can answer");
   decide();
   // decide() wants exactly the candidates the statement chose (those with
   // no check row); a stored event it refused would be a broken invariant.
