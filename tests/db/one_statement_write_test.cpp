@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "db/session.hpp"
+#include "db/statistics.hpp"
 #include "tests/db/write_fixture.hpp"
 
 namespace waggle::pgtest {
@@ -52,9 +53,10 @@ TEST_F(OneStatementWrite, IsOnePreparedStatementWithValuesAsParameters) {
   auto ev = make_event(60, 1, 1000, {{"t", "marker-tag-value-91c2"}}, content);
   auto other = make_event(61, 1, 1000, {}, "other");
   hold(c, ev);
-  // As a writer session (generic plans), after a first batch.
+  // As a writer session (its settings), after a first batch.
   auto writer = connect();
-  pqxx::nontransaction{*writer}.exec("SET plan_cache_mode = force_generic_plan");
+  for (const auto& setting : db::writer_session_settings())
+    pqxx::nontransaction{*writer}.exec(setting);
   ASSERT_EQ(db::write_batch(*writer, batch(c, {make_event(59, 1, 1000)})).at(0).outcome,
             write_outcome::stored);
   int pid = writer->backendpid();
@@ -176,7 +178,7 @@ TEST_F(OneStatementWrite, ALostConnectionAnswersEveryItemUnavailableAndStoresNot
 // statement again and the next plain batch is stored.
 TEST_F(OneStatementWrite, ThePreparedStatementSurvivesAReconnect) {
   auto c = community();
-  db::session s(url(), "writer-test", {"SET plan_cache_mode = force_generic_plan"});
+  db::session s(url(), "writer-test", db::writer_session_settings());
   auto* first = s.get();
   ASSERT_NE(first, nullptr);
   auto a = make_event(65, 1, 1000);
