@@ -11,6 +11,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -19,6 +20,7 @@
 #include <unordered_set>
 
 #include <pqxx/except>
+#include <pqxx/nontransaction>
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 #include <pqxx/transaction>
@@ -235,12 +237,17 @@ struct batch_write {
   void finish_aliases();
   void add_lock_call(std::vector<statement_call>& phase_a) const;
   void add_check_call(std::vector<statement_call>& phase_a) const;
-  void read_checks(const pqxx::result& answer);
+  using inserted_set = std::set<std::pair<int64_t, std::string>>;
+  void read_checks(const pqxx::result& answer, inserted_set* inserted = nullptr);
   void decide();
   void add_replace_call(std::vector<statement_call>& phase_b);
   void add_insert_call(std::vector<statement_call>& phase_b);
   void add_delete_and_ttl_calls(std::vector<statement_call>& phase_b);
   void read_writes(const std::vector<pqxx::result>& answers);
+  bool all_plain() const;
+  statement_call check_insert_call() const;
+  void read_check_insert(const pqxx::result& answer);
+  void mark_inserted(const inserted_set& inserted);
 
   const std::vector<ingest_item>& items;
   const write_options& opts;
@@ -437,15 +444,21 @@ void batch_write::add_check_call(std::vector<statement_call>& phase_a) const {
                                   opts.relay_pubkey}});
 }
 
-void batch_write::read_checks(const pqxx::result& answer) {
+// S1's rows; with `inserted`, the one-statement write's, whose 'i' rows are
+// the ids it inserted.
+void batch_write::read_checks(const pqxx::result& answer, inserted_set* inserted) {
   exists.assign(cands.size(), false);
   tombstoned.assign(cands.size(), false);
   heads.assign(cands.size(), {});
   posts.assign(cands.size(), std::nullopt);
   admission.assign(cands.size(), std::nullopt);
   for (const auto& row : answer) {
-    auto k = row[0].as<size_t>() - 1;
     auto what = row[1].as<std::string>();
+    if (what == "i" && inserted) {
+      inserted->emplace(row[3].as<int64_t>(), row[2].as<std::string>());
+      continue;
+    }
+    auto k = row[0].as<size_t>() - 1;
     if (what == "x")
       exists[k] = true;
     else if (what == "t")
@@ -631,6 +644,15 @@ void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
   if (insert_at)
     for (const auto& row : answers[*insert_at])
       inserted.emplace(row[0].as<int64_t>(), row[1].as<std::string>());
+  mark_inserted(inserted);
+  if (ttl_at) {
+    const auto& r = answers[*ttl_at];
+    if (!r.empty() && !r[0][0].is_null() && r[0][0].as<int>() < 0)
+      ttl_refresh_failure_count.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void batch_write::mark_inserted(const inserted_set& inserted) {
   for (size_t k : to_insert) {
     const auto& c = cands[k];
     auto& res = results[c.item];
@@ -647,11 +669,75 @@ void batch_write::read_writes(const std::vector<pqxx::result>& answers) {
       throw std::logic_error("replaceable event vanished under its coordinate lock");
     res = {write_outcome::duplicate, ""};  // a concurrent batch stored it first
   }
-  if (ttl_at) {
-    const auto& r = answers[*ttl_at];
-    if (!r.empty() && !r[0][0].is_null() && r[0][0].as<int>() < 0)
-      ttl_refresh_failure_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A candidate whose whole write is S1 and S3: S1 can only answer 'x', 't' or
+// 'p' for it (no head, no channel), decide() inserts it exactly when S1 has
+// no row for it, and S2, S4..S7 have nothing to do for it (no coordinate, no
+// deletion, no channel, no mention to enqueue, no push kind to gate).
+bool batch_write::all_plain() const {
+  return std::all_of(cands.begin(), cands.end(), [](const candidate& c) {
+    const auto& ev = *c.ev;
+    if (c.coordinate || ev.kind == 5 || c.channel || proto::push::is_push_kind(ev.kind))
+      return false;
+    if (wakes_listeners(ev.kind))
+      for (const auto& t : ev.tags)
+        if (t.size() >= 2 && t[0] == "p")
+          return false;
+    return true;
+  });
+}
+
+// The one-statement write (write_sql::sql_check_insert): S1's parameters,
+// then raw and expires_at per candidate, then S3's tag rows.
+statement_call batch_write::check_insert_call() const {
+  std::vector<statement_call> check;
+  add_check_call(check);
+  auto call = std::move(check.back());
+  call.name = stmt_check_insert;
+  array_literal raw, expires;
+  array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
+  for (const auto& c : cands) {
+    const auto& ev = *c.ev;
+    raw.text(ev.raw);
+    if (auto at = proto::expiration_of(ev); at && *at)
+      expires.integer(**at);
+    else
+      expires.null();
+    for (const auto& [name, value] : indexed_tags(ev)) {
+      t_community.integer(c.community_id);
+      t_event.text(ev.id);
+      t_name.text(name);
+      t_value.text(hex_of(value));
+      t_kind.integer(ev.kind);
+      t_created.integer(ev.created_at);
+    }
   }
+  for (auto* a : {&raw, &expires, &t_community, &t_event, &t_name, &t_value, &t_kind, &t_created})
+    call.params.push_back(a->str());
+  return call;
+}
+
+// The statement's rows: S1's (read and decided as in the phases) and the
+// ids it inserted ('i').
+void batch_write::read_check_insert(const pqxx::result& answer) {
+  inserted_set inserted;
+  read_checks(answer, &inserted);
+  // Heads and channel rows are impossible for plain candidates; the
+  // statement inserted regardless of them, so decide() must never see one.
+  for (size_t k = 0; k < cands.size(); ++k)
+    if (!heads[k].empty() || posts[k])
+      throw std::logic_error("one-statement write: a check row only the phases can answer");
+  decide();
+  // decide() wants exactly the candidates the statement chose (those with
+  // no check row); a stored event it refused would be a broken invariant.
+  std::set<std::pair<int64_t, std::string>> wanted;
+  for (size_t k : to_insert)
+    wanted.emplace(cands[k].community_id, cands[k].ev->id);
+  for (const auto& key : inserted)
+    if (!wanted.count(key))
+      throw std::logic_error("one-statement write stored an event the checks refused");
+  mark_inserted(inserted);
 }
 
 // S6, in the batch's transaction.
@@ -662,14 +748,26 @@ using mention_sink = std::function<void(const std::vector<mention_source>& inser
 // S4 delete, S5 ttl). Phase B's statements do not depend on one another's
 // answers (a client with pipelining could send each phase at once). S6
 // needs S3's answer, so it follows phase B.
+// A batch of plain candidates only (batch_write::all_plain) is ONE statement
+// instead (S1 and S3 together), run by `run_single` when it is given.
+using single_runner = std::function<pqxx::result(statement_call&& call)>;
+
 std::vector<write_result> write_in_phases(const std::vector<ingest_item>& items,
                                           const write_options& opts, const phase_runner& run,
-                                          const mention_sink& enqueue) {
+                                          const mention_sink& enqueue,
+                                          const single_runner& run_single) {
   batch_write b(items, opts);
   b.collect_candidates();
   b.drop_batch_losers();
   b.sort_for_insertion();
   if (b.cands.empty()) {
+    b.finish_aliases();
+    return std::move(b.results);
+  }
+  if (run_single && b.all_plain()) {
+    // No loser can be in the batch (losers are coordinates): no
+    // finish_batch_losers; nothing for S6 (no mention to enqueue).
+    b.read_check_insert(run_single(b.check_insert_call()));
     b.finish_aliases();
     return std::move(b.results);
   }
@@ -708,22 +806,28 @@ void gate_inserted(pqxx::work& tx, const std::vector<mention_source>& inserted,
 }
 }  // namespace
 
+namespace {
+std::vector<pqxx::result> exec_all(pqxx::transaction_base& tx, std::vector<statement_call>&& calls) {
+  prepare_statements(tx.conn());
+  std::vector<pqxx::result> out;
+  for (auto& c : calls)
+    out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
+  return out;
+}
+}  // namespace
+
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
                                        const write_options& opts) {
-  // Inside the caller's transaction: one statement at a time.
+  // Inside the caller's transaction: one statement at a time (a plain batch
+  // as its one statement).
   return write_in_phases(
     items, opts,
-    [&tx](std::vector<statement_call>&& calls) {
-      prepare_statements(tx.conn());
-      std::vector<pqxx::result> out;
-      for (auto& c : calls)
-        out.push_back(tx.exec_prepared(c.name, pqxx::prepare::make_dynamic_params(c.params)));
-      return out;
-    },
+    [&tx](std::vector<statement_call>&& calls) { return exec_all(tx, std::move(calls)); },
     [&tx, &opts](const std::vector<mention_source>& inserted) {
       enqueue_mentions(tx, inserted);
       gate_inserted(tx, inserted, opts);
-    });
+    },
+    [&tx](statement_call&& call) { return exec_all(tx, {std::move(call)}).front(); });
 }
 
 std::vector<write_result> write_batch(pqxx::connection& conn,
@@ -733,17 +837,46 @@ std::vector<write_result> write_batch(pqxx::connection& conn,
   // prepared statements. Sending a phase as one query string of EXECUTEs
   // (libpqxx's pipeline) saved two round trips but put event contents into
   // the SQL text, which PostgreSQL logs on any error and shows in
-  // pg_stat_activity; libpq's pipeline mode would keep them parameters, and
-  // libpqxx 6.4 does not offer it (docs/benchmarks.md, "What would move it").
-  pqxx::work tx(conn);
-  auto results = write_events(tx, items, opts);
-  if (opts.after_write && !opts.after_write(tx, results)) {
-    tx.abort();
+  // pg_stat_activity (docs/benchmarks.md, "What would move it").
+  //
+  // A plain batch (the common one: messages outside channels, no mention,
+  // no replaceable kind) is one statement outside an explicit transaction,
+  // so its own transaction: one round trip, and OK still only once its
+  // COMMIT returned (the statement's result is read after the server's
+  // ReadyForQuery, which follows the commit and its WAL flush). The test
+  // and lease hooks need an explicit transaction: they take the phases.
+  bool single = !opts.after_write && !opts.before_commit;
+  std::optional<pqxx::work> tx;
+  auto results = write_in_phases(
+    items, opts,
+    [&](std::vector<statement_call>&& calls) {
+      if (!tx)
+        tx.emplace(conn);
+      return exec_all(*tx, std::move(calls));
+    },
+    [&](const std::vector<mention_source>& inserted) {
+      enqueue_mentions(*tx, inserted);
+      gate_inserted(*tx, inserted, opts);
+    },
+    single ? single_runner([&conn](statement_call&& call) {
+      pqxx::nontransaction auto_commit(conn);
+      return exec_all(auto_commit, {std::move(call)}).front();
+    })
+           : single_runner{});
+  if (!tx) {
+    if (!opts.after_write && !opts.before_commit)
+      return results;
+    // Nothing reached the database (every item answered before it): the
+    // hooks still see their transaction.
+    tx.emplace(conn);
+  }
+  if (opts.after_write && !opts.after_write(*tx, results)) {
+    tx->abort();
     return results;
   }
   if (opts.before_commit)
     opts.before_commit();
-  tx.commit();
+  tx->commit();
   return results;
 }
 

@@ -3,6 +3,8 @@
 // The statements of the event write path (db/event_write.cpp explains the
 // batch they form: S0 lock .. S5 ttl). Included by event_write.cpp only.
 
+#include <string>
+
 #include <pqxx/connection_base>
 
 namespace waggle::db::write_sql {
@@ -33,9 +35,10 @@ SELECT count(pg_advisory_xact_lock(k.h))
          ORDER BY 1) AS k
 )sql";
 
-inline constexpr const char* stmt_check = "waggle_ev_check";
-inline constexpr const char* sql_check = R"sql(
-WITH c AS (
+// S1, in two pieces that the one-statement write (sql_check_insert below)
+// shares: the candidates CTE `c` and the check's rows over it.
+inline constexpr const char* sql_check_candidates = R"sql(
+c AS (
   SELECT u.ord, u.community_id, u.id_hex, decode(u.id_hex, 'hex') AS id,
          decode(u.pubkey_hex, 'hex') AS pubkey, u.kind, u.created_at,
          convert_from(decode(u.d_hex, 'hex'), 'UTF8') COLLATE "default" AS d,
@@ -46,6 +49,8 @@ WITH c AS (
          WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, kind, created_at, d_hex, a_hex,
                               channel, ord)
 )
+)sql";
+inline constexpr const char* sql_check_rows = R"sql(
 SELECT c.ord, 'x' AS what, NULL::text AS head_id, NULL::bigint AS head_created_at,
        NULL::text AS role
   FROM c CROSS JOIN LATERAL (SELECT 1 FROM events e
@@ -102,6 +107,47 @@ SELECT c.ord, 'p', v.verdict, NULL, NULL
                         AND m.removed_at IS NULL) THEN 'member'
     END AS verdict) AS v
  WHERE v.verdict IS NOT NULL
+)sql";
+
+inline constexpr const char* stmt_check = "waggle_ev_check";
+inline const std::string sql_check = std::string("WITH ") + sql_check_candidates + sql_check_rows;
+
+// The one-statement write (write_batch's fast path, db/event_write.cpp): S1
+// and S3 in ONE statement, for batches whose every candidate is "plain" (no
+// coordinate, no deletion, no channel, nothing for S4..S7 to do), so that
+// S1's only rows are 'x', 't' and 'p', and decide() inserts exactly the
+// candidates that have no row. The insert takes those; ON CONFLICT still
+// absorbs a concurrent insert of the same id, as S3 does. Sent outside an
+// explicit transaction, the statement is its own transaction: one round trip
+// where BEGIN, S1, S3 and COMMIT took four. The check's rows and the inserted
+// ids come back together ('i': head_id is the id, head_created_at the
+// community). $1..$9 as S1; per candidate (same order) $10 raw and $11
+// expires_at; the tag rows $12..$17 (community, event id, name, value, kind,
+// created_at) as S3's $8..$13.
+inline constexpr const char* stmt_check_insert = "waggle_ev_check_insert";
+inline const std::string sql_check_insert = std::string("WITH ") + sql_check_candidates +
+                                            ", chk AS (" + sql_check_rows + R"sql(), ins AS (
+  INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel,
+                      expires_at)
+  SELECT c.community_id, c.id, c.pubkey, c.created_at, c.kind, NULL, r.raw, NULL, r.expires_at
+    FROM c JOIN unnest($10::text[], $11::bigint[]) WITH ORDINALITY AS r(raw, expires_at, ord)
+           ON r.ord = c.ord
+   WHERE NOT EXISTS (SELECT 1 FROM chk WHERE chk.ord = c.ord)
+   ORDER BY c.ord
+  ON CONFLICT (community_id, id) DO NOTHING
+  RETURNING community_id, id, pubkey
+), tags AS (
+  INSERT INTO event_tags (community_id, event_id, name, value, kind, created_at, pubkey)
+  SELECT t.community_id, ins.id, t.name, convert_from(decode(t.value_hex, 'hex'), 'UTF8'),
+         t.kind, t.created_at, ins.pubkey
+    FROM unnest($12::bigint[], $13::text[], $14::text[], $15::text[], $16::int[], $17::bigint[])
+         AS t(community_id, event_id_hex, name, value_hex, kind, created_at)
+    JOIN ins ON ins.community_id = t.community_id AND ins.id = decode(t.event_id_hex, 'hex')
+  RETURNING 1
+)
+SELECT ord, what, head_id, head_created_at, role FROM chk
+UNION ALL
+SELECT NULL, 'i', encode(id, 'hex'), community_id, NULL FROM ins
 )sql";
 
 inline constexpr const char* stmt_replace = "waggle_ev_replace";
@@ -175,6 +221,7 @@ inline void prepare_statements(pqxx::connection_base& conn) {
   // so this is cheap on every batch and survives reconnects.
   conn.prepare(stmt_lock, sql_lock);
   conn.prepare(stmt_check, sql_check);
+  conn.prepare(stmt_check_insert, sql_check_insert);
   conn.prepare(stmt_replace, sql_replace);
   conn.prepare(stmt_insert, sql_insert);
   conn.prepare(stmt_delete, sql_delete);
