@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include <pqxx/except>
+#include <pqxx/nontransaction>
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 #include <pqxx/transaction>
@@ -321,7 +322,10 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
   }
   std::vector<std::vector<row>> fetched(filters.size());
   std::vector<bool> truncated(filters.size(), false);
-  pqxx::read_transaction tx(conn);
+  // Autocommit, no BEGIN READ ONLY / COMMIT: under READ COMMITTED each
+  // statement reads its own snapshot inside a transaction too, so one
+  // around the filters bought nothing but two round trips (db/read_budget.hpp).
+  pqxx::nontransaction tx(conn);
   for (size_t i = 0; i < filters.size(); ++i) {
     if (remaining[i] == 0 || plans[i].empty)
       continue;
@@ -410,7 +414,7 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
   }
   if (unioned.empty())
     return 0;
-  pqxx::read_transaction tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement: a transaction adds only round trips
   before_statement(budget, tx);
   auto r = tx.exec_params("SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched",
                           pqxx::prepare::make_dynamic_params(ps.values()));

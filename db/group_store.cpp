@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include <pqxx/nontransaction>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
@@ -385,7 +386,7 @@ std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t 
   for (const auto& p : pubkeys)
     if (is_hex64(p))
       pk.bytea_hex(p);
-  pqxx::read_transaction tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement: BEGIN/COMMIT would only add round trips
   before_statement(budget, tx);
   auto r = tx.exec_params(
     "SELECT c.id, c.visibility, c.deleted_at IS NOT NULL, c.archived_at IS NOT NULL, "

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <pqxx/except>
+#include <pqxx/nontransaction>
 #include <pqxx/result>
 
 #include "db/advisory_locks.hpp"
@@ -60,7 +61,7 @@ community_access read_community_access(pqxx::connection& conn, int64_t community
   for (const auto& p : pubkeys)
     if (is_hex64(p))
       pk.bytea_hex(p);
-  pqxx::read_transaction tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement: BEGIN/COMMIT would only add round trips
   before_statement(budget, tx);
   // One row for the community, then one per asked pubkey that is not banned
   // (member or guest). A plain read: a change that commits after it orders

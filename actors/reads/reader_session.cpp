@@ -94,6 +94,15 @@ Reply reader_session_state::run_read(Fn&& fn) {
     log::error("reader", "query failed", {{"error", e.what()}});
     reply.err = {ec::internal, "query failed"};
   }
+  // The statements ran outside a transaction: a budget that armed one set
+  // the session's statement_timeout, which the next read must not inherit.
+  if (budget.changed_session() && session->connected()) {
+    try {
+      budget.end(*conn);
+    } catch (const std::exception&) {
+      session->reset();  // a fresh connection starts from the setup value
+    }
+  }
   return reply;
 }
 
