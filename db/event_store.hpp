@@ -22,6 +22,7 @@
 namespace waggle::db {
 
 class read_budget;  // db/read_budget.hpp: the time a read may spend, all statements together
+class prepared_reads;  // db/prepared_reads.hpp: a session's prepared read statements
 
 struct write_options {
   // The group actor writes NIP-29 commands (9000-9022) after authorising them
@@ -119,13 +120,14 @@ struct history_page_result {
 history_page_result query_events_page(pqxx::connection& conn, int64_t community_id,
                                       const std::vector<proto::filter>& filters,
                                       const proto::filter_limits& lim, int64_t now,
-                                      const history_page& at, read_budget* budget = nullptr);
+                                      const history_page& at, read_budget* budget = nullptr,
+                                      prepared_reads* prepared = nullptr);
 
 // NIP-45: number of distinct live events matching any filter, not expired at
 // `now` (as for query_events).
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters, int64_t now,
-                      read_budget* budget = nullptr);
+                      read_budget* budget = nullptr, prepared_reads* prepared = nullptr);
 
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include <pqxx/nontransaction>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
@@ -385,15 +386,18 @@ std::vector<channel_access> read_channel_access(pqxx::connection& conn, int64_t 
   for (const auto& p : pubkeys)
     if (is_hex64(p))
       pk.bytea_hex(p);
-  pqxx::read_transaction tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement: BEGIN/COMMIT would only add round trips
   before_statement(budget, tx);
-  auto r = tx.exec_params(
+  // Prepared once per connection (as read_community_access): it runs twice
+  // for every REQ that names a channel.
+  conn.prepare("waggle_read_channel_access",
     "SELECT c.id, c.visibility, c.deleted_at IS NOT NULL, c.archived_at IS NOT NULL, "
     "       encode(m.pubkey, 'hex') "
     "  FROM channels c "
     "  LEFT JOIN channel_members m ON m.community_id = c.community_id AND m.channel_id = c.id "
     "        AND m.removed_at IS NULL AND m.pubkey = ANY($3::bytea[]) "
-    " WHERE c.community_id = $1 AND c.id = ANY($2::text[])",
+    " WHERE c.community_id = $1 AND c.id = ANY($2::text[])");
+  auto r = tx.exec_prepared("waggle_read_channel_access",
     community_id, ch.str(), pk.str());
   tx.commit();
   std::map<std::string, channel_access> by_id;

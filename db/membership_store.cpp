@@ -6,6 +6,7 @@
 #include <set>
 
 #include <pqxx/except>
+#include <pqxx/nontransaction>
 #include <pqxx/result>
 
 #include "db/advisory_locks.hpp"
@@ -60,12 +61,14 @@ community_access read_community_access(pqxx::connection& conn, int64_t community
   for (const auto& p : pubkeys)
     if (is_hex64(p))
       pk.bytea_hex(p);
-  pqxx::read_transaction tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement: BEGIN/COMMIT would only add round trips
   before_statement(budget, tx);
   // One row for the community, then one per asked pubkey that is not banned
   // (member or guest). A plain read: a change that commits after it orders
   // after this read and reaches the reader's subscriptions as a revocation.
-  auto r = tx.exec_params(
+  // Prepared once per connection: every REQ that names a channel or a closed
+  // community runs it twice, and parsing and planning it cost more than running it.
+  conn.prepare("waggle_read_community_access",
     "SELECT co.policy, NULL::text, false FROM communities co WHERE co.id = $1 "
     "UNION ALL "
     "SELECT NULL, encode(k.pk, 'hex'), m.pubkey IS NOT NULL "
@@ -73,7 +76,8 @@ community_access read_community_access(pqxx::connection& conn, int64_t community
     "  LEFT JOIN community_members m ON m.community_id = $1 AND m.pubkey = k.pk "
     "        AND m.removed_at IS NULL "
     " WHERE NOT EXISTS (SELECT 1 FROM community_banned_pubkeys b "
-    "                    WHERE b.community_id = $1 AND b.pubkey = k.pk)",
+    "                    WHERE b.community_id = $1 AND b.pubkey = k.pk)");
+  auto r = tx.exec_prepared("waggle_read_community_access",
     community_id, pk.str());
   tx.commit();
   community_access out;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include <pqxx/nontransaction>
+
 namespace waggle::db {
 
 read_budget::read_budget(std::chrono::milliseconds total, clock::time_point start)
@@ -20,13 +22,27 @@ void read_budget::before_statement(pqxx::transaction_base& tx) {
   auto left = remaining(now);
   if (left.count() <= 0)
     throw read_budget_spent{};
-  // Once past the slack, every later statement is armed (SET LOCAL lasts
-  // only for its transaction, and a read runs several).
+  // Once past the slack, every later statement is armed (a local value
+  // lasts only for its transaction, and a read runs several).
   if (now - start_ <= slack_)
     return;
   // At least 1: 0 would mean no timeout at all.
   auto ms = std::max<int64_t>(1, left.count());
-  tx.exec("SELECT set_config('statement_timeout', '" + std::to_string(ms) + "', true)");
+  // Autocommit: each statement is its own transaction, so only a session
+  // value reaches the next one (and end() takes it back).
+  const bool local = dynamic_cast<pqxx::nontransaction*>(&tx) == nullptr;
+  tx.exec("SELECT set_config('statement_timeout', '" + std::to_string(ms) + "', " +
+          (local ? "true" : "false") + ")");
+  if (!local)
+    changed_session_ = true;
+}
+
+void read_budget::end(pqxx::connection_base& conn) {
+  if (!changed_session_)
+    return;
+  pqxx::nontransaction tx(conn);
+  tx.exec("SET statement_timeout = " + std::to_string(total_.count()));
+  changed_session_ = false;
 }
 
 }  // namespace waggle::db

@@ -5,12 +5,19 @@
 // per statement: a REQ of 10 filters runs 10 of them, so the session value
 // alone let one read take 10 times it, past its caller's --read-timeout-ms.
 // Before each statement the budget gives it what is left of the read's time
-// (SET LOCAL, through set_config), and a read with nothing left is ended
-// before its next statement (docs/protocol.md, "Read limits").
+// (through set_config), and a read with nothing left is ended before its next
+// statement (docs/protocol.md, "Read limits"). Inside a transaction the value
+// is SET LOCAL and ends with it. The reader sessions run their statements
+// outside one (pqxx::nontransaction: a read's statements each see their own
+// snapshot under READ COMMITTED anyway, and BEGIN and COMMIT were two of every
+// three round trips), where a local value would end with the very statement
+// that set it; there the budget sets the session's value and end() puts it
+// back.
 
 #include <chrono>
 #include <stdexcept>
 
+#include <pqxx/connection_base>
 #include <pqxx/transaction_base>
 
 namespace waggle::db {
@@ -30,9 +37,16 @@ class read_budget {
   // not arm runs under it. 0 = no budget.
   explicit read_budget(std::chrono::milliseconds total, clock::time_point start = clock::now());
 
-  // Call before each statement of the read, inside its transaction. Throws
-  // read_budget_spent when nothing is left.
+  // Call before each statement of the read, on the transaction it runs in.
+  // Throws read_budget_spent when nothing is left.
   void before_statement(pqxx::transaction_base& tx);
+
+  // Call once the read is over, whatever its outcome (outside any
+  // transaction): if a statement outside a transaction changed the session's
+  // statement_timeout, it is `total` again, as the session's own value must
+  // be. One round trip, and only for a read that ran past the slack.
+  void end(pqxx::connection_base& conn);
+  bool changed_session() const { return changed_session_; }
 
   std::chrono::milliseconds remaining(clock::time_point now = clock::now()) const;
 
@@ -43,6 +57,7 @@ class read_budget {
   // value without a set_config round trip: a fast read (nearly all of them)
   // pays nothing, and a read overruns its budget by at most this.
   std::chrono::milliseconds slack_;
+  bool changed_session_ = false;
 };
 
 // For the read paths' optional budget.

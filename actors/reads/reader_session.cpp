@@ -94,6 +94,15 @@ Reply reader_session_state::run_read(Fn&& fn) {
     log::error("reader", "query failed", {{"error", e.what()}});
     reply.err = {ec::internal, "query failed"};
   }
+  // The statements ran outside a transaction: a budget that armed one set
+  // the session's statement_timeout, which the next read must not inherit.
+  if (budget.changed_session() && session->connected()) {
+    try {
+      budget.end(*conn);
+    } catch (const std::exception&) {
+      session->reset();  // a fresh connection starts from the setup value
+    }
+  }
   return reply;
 }
 
@@ -125,7 +134,7 @@ history_reply reader_session_state::on_history(const history_request& req) {
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
     auto page = db::query_events_page(conn, req.community_id, req.filters, limits, read_clock(),
-                                      req.page, &budget);
+                                      req.page, &budget, &prepared);
     reply.raws = std::move(page.raws);
     reply.more = page.more;
     reply.next = std::move(page.next);
@@ -139,7 +148,8 @@ count_reply reader_session_state::on_count(const count_request& req) {
       reply.err = access.err;
       return;
     }
-    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock(), &budget);
+    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock(), &budget,
+                                   &prepared);
   });
 }
 

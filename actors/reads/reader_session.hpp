@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/support/env.hpp"
+#include "db/prepared_reads.hpp"
 #include "db/session.hpp"
 #include "messages/interfaces.hpp"
 
@@ -25,6 +26,9 @@ struct reader_session_state {
   proto::filter_limits limits;
   // The budget of one read, all its statements together (db/read_budget.hpp).
   std::chrono::milliseconds statement_timeout{0};
+  // The history and count statements this session's connection has
+  // prepared (bounded: their text follows the filter's shape).
+  db::prepared_reads prepared;
   node_env env;  // named after the session ("reader-0"): its trace records
   caf::actor pool;  // from reader_attach: told reader_idle after every read
   uint64_t index = 0;

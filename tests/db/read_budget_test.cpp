@@ -80,6 +80,31 @@ TEST_F(ReadBudgetTest, a_fast_read_costs_no_extra_statement_and_none_is_left_unb
   EXPECT_TRUE(shown == "1ms" || shown == "2ms") << shown;
 }
 
+// The reader sessions run a read's statements outside a transaction
+// (autocommit): there a SET LOCAL would end with the statement that made it,
+// so the budget sets the session's value, and end() puts it back.
+TEST_F(ReadBudgetTest, outside_a_transaction_the_budget_reaches_the_next_statement_and_end_restores_it) {
+  session_timeout(300ms);
+  db::read_budget budget{300ms, clock::now() - 200ms};  // past the slack, ~100 ms left
+  {
+    pqxx::nontransaction tx(conn());
+    budget.before_statement(tx);
+  }
+  EXPECT_TRUE(budget.changed_session());
+  {
+    pqxx::nontransaction tx(conn());
+    auto shown = tx.exec("SHOW statement_timeout")[0][0].as<std::string>();
+    EXPECT_NE(shown, "300ms") << "the armed value must reach the read's next statement";
+  }
+  // And it bounds that statement: 200 ms is inside the session's 300 ms.
+  EXPECT_TRUE(ran_out([&] { pqxx::nontransaction{conn()}.exec("SELECT pg_sleep(0.2)"); }));
+  budget.end(conn());
+  EXPECT_FALSE(budget.changed_session());
+  pqxx::nontransaction tx(conn());
+  EXPECT_EQ(tx.exec("SHOW statement_timeout")[0][0].as<std::string>(), "300ms")
+    << "the next read starts from the session's own value";
+}
+
 // Every read path of a reader session takes the budget: one that is spent
 // ends the read before its next statement.
 TEST_F(ReadBudgetTest, every_read_path_honours_a_spent_budget) {

@@ -15,6 +15,8 @@
 // "error: query took too long" (the wait is forced with a held table lock,
 // not inferred from elapsed time).
 
+#include <thread>
+
 #include <pqxx/pqxx>
 
 #include "actors/reads/reader_session.hpp"
@@ -154,5 +156,63 @@ TEST_F(read_abuse_e2e, AReadPastTheStatementTimeoutIsAnsweredQueryTookTooLong) {
   hold.abort();
   ASSERT_TRUE(answered);
   EXPECT_EQ(reply.err.message(), "error: query took too long");
+  self->send_exit(session, caf::exit_reason::user_shutdown);
+}
+
+// A reader session runs a read's statements outside a transaction, so a
+// budget that armed a statement set the session's statement_timeout: the
+// session must put it back, or the next read inherits the last one's
+// leftover time (db/read_budget.hpp). Read 1 waits ~700 ms on a held lock in
+// its first filter, so its second filter runs armed with what was left of
+// 1 s; read 2, a COUNT that waits 600 ms, passes only under the full 1 s.
+TEST_F(read_abuse_e2e, AReadThatArmedItsBudgetLeavesTheNextReadTheSessionsFullTimeout) {
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto env = node_env::production();
+  auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
+                                          std::string("reader-b"), proto::filter_limits{},
+                                          int64_t{1000}, env);
+  auto locker = db_->connect();
+  auto watcher = db_->connect();
+  int64_t beta = pqxx::nontransaction{*watcher}
+                   .exec1("SELECT id FROM communities WHERE host = 'beta.test'")[0]
+                   .as<int64_t>();
+  auto bob_pk = signed_event(bob, 1, "").pubkey;
+  // Keeps events locked for `held` once the session's statement waits on it.
+  auto blocked_for = [&](pqxx::work& hold, std::chrono::milliseconds held) {
+    for (int i = 0; i < 1000; ++i) {
+      auto waiting = pqxx::nontransaction{*watcher}
+                       .exec1("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                              "AND relation = 'events'::regclass")[0]
+                       .as<int>();
+      if (waiting > 0)
+        break;
+      std::this_thread::sleep_for(2ms);
+    }
+    std::this_thread::sleep_for(held);
+    hold.abort();
+  };
+  caf::scoped_actor self{sys};
+  auto two = std::vector<proto::filter>{*proto::parse_filter(R"({"kinds":[1]})", {}),
+                                        *proto::parse_filter(R"({"kinds":[7]})", {})};
+  auto hold = std::make_unique<pqxx::work>(*locker);
+  hold->exec("LOCK TABLE events IN ACCESS EXCLUSIVE MODE");
+  auto first = self->request(session, 20s, history_request{beta, two, {{}, {bob_pk}}, {}});
+  blocked_for(*hold, 700ms);
+  hold.reset();
+  history_reply h;
+  first.receive([&](history_reply& r) { h = std::move(r); }, [&](caf::error&) {});
+  ASSERT_TRUE(h.err.ok()) << h.err.message();
+
+  hold = std::make_unique<pqxx::work>(*locker);
+  hold->exec("LOCK TABLE events IN ACCESS EXCLUSIVE MODE");
+  auto second = self->request(session, 20s, count_request{beta, {proto::filter{}}, {{}, {bob_pk}}});
+  blocked_for(*hold, 600ms);
+  hold.reset();
+  count_reply c;
+  second.receive([&](count_reply& r) { c = std::move(r); }, [&](caf::error&) {});
+  EXPECT_TRUE(c.err.ok()) << c.err.message() << " (the first read's armed timeout outlived it)";
   self->send_exit(session, caf::exit_reason::user_shutdown);
 }
