@@ -1,5 +1,6 @@
 #include "gateway/server.hpp"
 
+#include <algorithm>
 #include <future>
 #include <thread>
 #include <vector>
@@ -27,7 +28,8 @@ struct server::impl {
     : st(std::make_shared<server_state>(std::move(api), limits)),
       bind_address(std::move(addr)),
       requested_port(port),
-      io_threads(threads == 0 ? 1 : threads),
+      io_threads(threads != 0 ? threads
+                            : std::max<std::size_t>(1, std::thread::hardware_concurrency())),
       ioc(std::make_unique<net::io_context>(static_cast<int>(io_threads))),
       acceptor(std::make_unique<tcp::acceptor>(net::make_strand(*ioc))),
       retry_timer(std::make_unique<net::steady_timer>(acceptor->get_executor())),

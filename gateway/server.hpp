@@ -21,7 +21,9 @@ namespace waggle::gateway {
 
 class server {
  public:
-  // `port` 0 binds an ephemeral port (see start()). `io_threads` >= 1.
+  // `port` 0 binds an ephemeral port (see start()). `io_threads` 0: one per
+  // core. Every socket's handlers and timers run on its own strand, the
+  // acceptor's on another, so any number of threads is safe.
   server(node_api api, server_limits limits, std::string bind_address = "0.0.0.0",
          uint16_t port = 0, std::size_t io_threads = 2);
   // Stops without a grace period if shutdown() was not called.

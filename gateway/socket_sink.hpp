@@ -12,8 +12,37 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace waggle {
+
+// One outbound text frame: either a whole string (`text`), or a short
+// per-frame prefix (`text`) + bytes shared by many frames (`shared`, e.g. a
+// committed event's JSON, held by the event itself) + a static suffix
+// (`tail`). A live event going to 1,000 subscriptions is rendered once and
+// copied by none of them: each frame is a prefix of ~20 bytes and a
+// reference count. The socket writes the parts as ONE WebSocket message.
+struct out_frame {
+  std::string text;
+  std::shared_ptr<const std::string> shared;  // null: `text` is the whole frame
+  std::string_view tail;  // static storage only (it outlives every frame)
+
+  out_frame() = default;
+  out_frame(std::string whole) : text(std::move(whole)) {}  // NOLINT: plain frames convert
+  out_frame(std::string prefix, std::shared_ptr<const std::string> body, std::string_view suffix)
+    : text(std::move(prefix)), shared(std::move(body)), tail(suffix) {}
+
+  std::size_t size() const { return text.size() + (shared ? shared->size() : 0) + tail.size(); }
+  // The frame as one string (tests, sinks without a socket).
+  std::string flatten() const {
+    if (!shared)
+      return text;
+    std::string out;
+    out.reserve(size());
+    out.append(text).append(*shared).append(tail);
+    return out;
+  }
+};
 
 class socket_sink {
  public:
@@ -21,6 +50,14 @@ class socket_sink {
   // Queues one text frame. If the session's outbound queue is over its cap
   // the session drops the client (after a NOTICE); the call never blocks.
   virtual void send_text(std::string frame) = 0;
+  // The same for a frame that may share its bytes with other frames; sinks
+  // that write no socket (tests, replays) see it flattened, so they record
+  // exactly the text the client would receive.
+  virtual void send_frame(out_frame frame) {
+    if (!frame.shared)
+      return send_text(std::move(frame.text));
+    send_text(frame.flatten());
+  }
   // Closes the socket with a WebSocket close code (1000, 1001, 1008, 1009...).
   virtual void close(uint16_t code, std::string reason) = 0;
   // How much may be queued now without nearing the session's outbound cap.

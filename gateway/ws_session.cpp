@@ -1,6 +1,11 @@
 #include "gateway/ws_session.hpp"
 
 #include <algorithm>
+#include <array>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <caf/send.hpp>
 
@@ -21,20 +26,23 @@ namespace {
 class session_sink final : public socket_sink {
  public:
   session_sink(std::weak_ptr<ws_session> s, std::shared_ptr<post_gate> gate,
-               std::shared_ptr<frame_credit_count> credit)
-    : s_(std::move(s)), gate_(std::move(gate)), credit_(std::move(credit)) {}
-  void send_text(std::string frame) override {
-    gate_->post_to(s_, [f = std::move(frame)](ws_session& s) mutable { s.enqueue(std::move(f)); });
-  }
+               std::shared_ptr<frame_credit_count> credit, std::shared_ptr<session_inbox> inbox)
+    : s_(std::move(s)),
+      gate_(std::move(gate)),
+      credit_(std::move(credit)),
+      inbox_(std::move(inbox)) {}
+  void send_text(std::string frame) override { push({out_frame{std::move(frame)}, {}}); }
+  void send_frame(out_frame frame) override { push({std::move(frame), {}}); }
   void close(uint16_t code, std::string reason) override {
-    gate_->post_to(s_, [code, r = std::move(reason)](ws_session& s) mutable {
-      s.begin_close(code, std::move(r));
-    });
+    push({{}, [code, r = std::move(reason)](ws_session& s) mutable {
+            s.begin_close(code, std::move(r));
+          }});
   }
   void notify_drained(std::function<void(room)> done, std::size_t at_most_bytes) override {
-    gate_->post_to(s_, [d = std::move(done), at_most_bytes](ws_session& s) mutable {
-      s.notify_drained(std::move(d), at_most_bytes);
-    });
+    // Through the inbox: the room it reports must count the frames sent before it.
+    push({{}, [d = std::move(done), at_most_bytes](ws_session& s) mutable {
+            s.notify_drained(std::move(d), at_most_bytes);
+          }});
   }
   void authenticated() override {
     gate_->post_to(s_, [](ws_session& s) { s.mark_authenticated(); });
@@ -50,9 +58,29 @@ class session_sink final : public socket_sink {
   }
 
  private:
+  // No item is stranded: `rung` is set and cleared under the mutex, by the
+  // push that posts a drain and by the drain that takes the items, so every
+  // push either finds a drain that has not taken the items yet or posts one.
+  void push(session_inbox::item it) {
+    bool ring = false;
+    {
+      std::lock_guard lock{inbox_->mtx};
+      if (inbox_->dead)
+        return;
+      inbox_->items.push_back(std::move(it));
+      ring = !inbox_->rung;
+      inbox_->rung = true;
+    }
+    // A failed post means the session is gone (or the server stopped): its
+    // finish() has emptied the inbox and marked it dead, or is about to.
+    if (ring)
+      gate_->post_to(s_, [](ws_session& s) { s.take_inbox(); });
+  }
+
   std::weak_ptr<ws_session> s_;
   std::shared_ptr<post_gate> gate_;
   std::shared_ptr<frame_credit_count> credit_;
+  std::shared_ptr<session_inbox> inbox_;
 };
 
 const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consumer, closing"])";
@@ -131,7 +159,7 @@ void ws_session::on_accept(beast::error_code ec) {
   try {
     actor_ = st_->api.open_connection(community_, host_, remote_ip_,
                                       std::make_shared<session_sink>(weak_from_this(), st_->gate,
-                                                                     credit_));
+                                                                     credit_, inbox_));
   } catch (const std::exception& e) {
     log::warn(st_->api, "open_connection threw", e.what());
   }
@@ -238,7 +266,24 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
   read_next();
 }
 
-void ws_session::enqueue(std::string frame) {
+void ws_session::take_inbox() {
+  {
+    std::lock_guard lock{inbox_->mtx};
+    taken_.swap(inbox_->items);  // the inbox gets the last batch's capacity
+    inbox_->rung = false;
+  }
+  for (auto& it : taken_) {
+    if (it.call)
+      it.call(*this);
+    else
+      enqueue(std::move(it.frame), false);
+  }
+  taken_.clear();
+  if (!writing_ && !queue_.empty() && !finished_)
+    do_write();
+}
+
+void ws_session::enqueue(out_frame frame, bool start) {
   if (closing_ || finished_)
     return;
   add_queued(frame.size());
@@ -251,7 +296,7 @@ void ws_session::enqueue(std::string frame) {
   }
   if (over_outbound_budget())
     return drop_slow_consumer();
-  if (!writing_)
+  if (start && !writing_)
     do_write();
 }
 
@@ -290,7 +335,7 @@ void ws_session::drop_slow_consumer() {
     queue_.pop_back();
   }
   add_queued(slow_consumer_notice.size());
-  queue_.push_back(slow_consumer_notice);
+  queue_.push_back(out_frame{slow_consumer_notice});
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error), "slow consumer");
   if (!writing_)
     do_write();
@@ -320,8 +365,15 @@ void ws_session::begin_close(uint16_t code, std::string reason) {
 void ws_session::do_write() {
   writing_ = true;
   watch_writes();
-  ws_.async_write(net::buffer(queue_.front()),
-                  beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+  if (queue_.size() > 1)
+    cork(true);
+  // One message from its parts: Beast writes the header and these buffers
+  // without copying them (server frames are not masked).
+  const auto& f = queue_.front();
+  std::array<net::const_buffer, 3> parts{
+    net::buffer(f.text), f.shared ? net::buffer(*f.shared) : net::const_buffer{},
+    net::buffer(f.tail.data(), f.tail.size())};
+  ws_.async_write(parts, beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
 }
 
 void ws_session::on_write(beast::error_code ec, std::size_t) {
@@ -346,8 +398,26 @@ void ws_session::on_write(beast::error_code ec, std::size_t) {
     fire_drained_if_low();
   if (!queue_.empty())
     return do_write();
+  cork(false);
   if (closing_ && !close_sent_)
     do_close();
+}
+
+// Beast writes one message per async_write, so a backlog of N frames is N
+// sendmsg calls; without TCP_CORK (the socket has TCP_NODELAY) each one is
+// also its own TCP segment, and on loopback the receiver's whole network
+// stack runs inside the sender's syscall. Corked while a backlog is being
+// written, the kernel sends full segments; uncorked as soon as the queue is
+// empty, which pushes out the last partial one at once. Only the timing of
+// bytes changes, never their order: Beast's own frames (pongs, pings, the
+// close) go through the same socket in the order Beast writes them.
+void ws_session::cork(bool on) {
+  if (corked_ == on)
+    return;
+  corked_ = on;
+  int v = on ? 1 : 0;
+  ::setsockopt(beast::get_lowest_layer(ws_).socket().native_handle(), IPPROTO_TCP, TCP_CORK, &v,
+               sizeof v);
 }
 
 void ws_session::do_close() {
@@ -410,6 +480,16 @@ void ws_session::finish(bool in_destructor) {
     queue_.pop_back();
   }
   drained_waiter_ = nullptr;  // holds the actor's handle
+  {
+    // Calls waiting in the inbox may hold the actor's handle too (and the
+    // actor holds the sink, which holds the inbox); destroyed outside the lock.
+    std::vector<session_inbox::item> left;
+    {
+      std::lock_guard lock{inbox_->mtx};
+      inbox_->dead = true;
+      left.swap(inbox_->items);
+    }
+  }
   if (!accepted_)
     return;
   if (actor_)

@@ -11,8 +11,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -30,6 +32,24 @@ namespace waggle::gateway {
 // wake-up is lost).
 struct frame_credit_count {
   std::atomic<std::size_t> outstanding{0};
+};
+
+class ws_session;
+
+// What the connection actor's sink hands its session, in call order: frames,
+// and the calls that must keep their place among them (close,
+// notify_drained). The sink appends under the mutex and posts a drain onto
+// the session's strand only when none is pending (`rung`), so a burst of
+// frames costs one handler, not one per frame; the drain takes them all.
+struct session_inbox {
+  struct item {
+    out_frame frame;
+    std::function<void(ws_session&)> call;  // set: a call, not a frame
+  };
+  std::mutex mtx;
+  std::vector<item> items;
+  bool rung = false;  // a drain is posted and has not taken the items yet
+  bool dead = false;  // the session finished: pushes are dropped
 };
 
 class ws_session : public std::enable_shared_from_this<ws_session> {
@@ -51,7 +71,11 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   static constexpr std::size_t raw_accept_max = 1536;
 
   // Strand only (the socket_sink posts them through the server's gate).
-  void enqueue(std::string frame);
+  // Queues one frame; starts writing unless `start` is false (the caller
+  // starts the write once it has queued a whole inbox).
+  void enqueue(out_frame frame, bool start = true);
+  // The sink's doorbell: queues (or runs) everything in the inbox, in order.
+  void take_inbox();
   void begin_close(uint16_t code, std::string reason);
   // socket_sink::notify_drained, on the strand: one waiter at a time.
   void notify_drained(std::function<void(socket_sink::room)> done, std::size_t at_most_bytes);
@@ -113,6 +137,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // queue elsewhere is told to go).
   bool over_outbound_budget();
   void do_write();
+  // TCP_CORK while a backlog is written (ws_session.cpp says why).
+  void cork(bool on);
   void on_write(boost::beast::error_code ec, std::size_t bytes);
   void do_close();
   void on_close(boost::beast::error_code ec);
@@ -141,7 +167,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   bool peer_watch_ = false;      // peer_timer_ pending
   connection_actor actor_;
 
-  std::deque<std::string> queue_;
+  std::shared_ptr<session_inbox> inbox_ = std::make_shared<session_inbox>();
+  std::vector<session_inbox::item> taken_;  // the inbox's last batch (its capacity reused)
+  std::deque<out_frame> queue_;
   std::size_t queued_bytes_ = 0;
   std::function<void(socket_sink::room)> drained_waiter_;
   std::size_t drained_at_most_ = SIZE_MAX;  // the waiter's own bound on queued bytes
@@ -152,6 +180,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   bool stall_watch_ = false;        // stall_timer_ pending
   bool authenticated_ = false;
   bool writing_ = false;
+  bool corked_ = false;
   bool accepted_ = false;
   bool closing_ = false;     // no more frames accepted from the actor or forwarded to it
   bool close_sent_ = false;  // async_close issued

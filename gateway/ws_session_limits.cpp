@@ -67,8 +67,8 @@ void ws_session::evict_unauthenticated() {
   auth_timer_.cancel();
   if (st_->api.watch)
     st_->api.watch->refused("unauthenticated_evicted");
-  enqueue(R"(["NOTICE","auth-required: too many unauthenticated connections, closing the )"
-          R"(oldest; AUTH right after connecting"])");
+  enqueue(std::string{R"(["NOTICE","auth-required: too many unauthenticated connections, )"
+                      R"(closing the oldest; AUTH right after connecting"])"});
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error),
               "auth-required: evicted for a newer unauthenticated connection");
 }

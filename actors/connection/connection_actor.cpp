@@ -352,6 +352,16 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
 }
 
 
+void connection_state::send_live(const std::string& sub_id, const event_ptr& ev) {
+  // The event's JSON is shared by every frame that carries it (an aliasing
+  // pointer: it keeps the event alive, no copy, no allocation); only the
+  // ["EVENT","<sub id>", head is this frame's own.
+  if (!closed)
+    sink->send_frame(out_frame{proto::render_event_head(sub_id),
+                               std::shared_ptr<const std::string>(ev, &ev->raw),
+                               proto::event_tail});
+}
+
 void connection_state::on_live(const live_event& msg) {
   for (size_t k = 0; k < msg.sub_ids.size(); ++k) {
     auto& sub_id = msg.sub_ids[k];
@@ -362,7 +372,7 @@ void connection_state::on_live(const live_event& msg) {
     auto& sub = i->second;
     if (sub.live) {
       if (!sub.sent_in_history(msg.ev->id))
-        send(proto::render_event(sub_id, msg.ev->raw));
+        send_live(sub_id, msg.ev);
     } else if (sub.pending.size() < settings.max_pending_live) {
       sub.pending.push_back(msg.ev);
     } else {

@@ -240,6 +240,8 @@ struct connection_state {
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();
   void send(std::string frame);
+  // A live event's frame, its JSON shared with every other subscriber's.
+  void send_live(const std::string& sub_id, const event_ptr& ev);
 };
 
 connection_actor::behavior_type connection_actor_impl(connection_ptr self,

@@ -1,6 +1,7 @@
 #include "actors/fanout/hub_actor.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <unordered_set>
 
@@ -18,6 +19,16 @@ void mix(uint64_t& h, std::string_view bytes) {
     h *= 1099511628211ull;
   }
 }
+
+// A kind as its index key's value, without a heap string per event.
+struct kind_text {
+  char buf[24];
+  std::size_t len;
+  explicit kind_text(int64_t kind) {
+    len = static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, kind).ptr - buf);
+  }
+  std::string_view view() const { return {buf, len}; }
+};
 
 }  // namespace
 
@@ -51,7 +62,7 @@ std::vector<uint64_t> subscription_index::keys_for(int64_t community_id,
       keys.push_back(key_of(community_id, 'a', a));
   } else if (f.kinds && !f.kinds->empty()) {
     for (auto k : *f.kinds)
-      keys.push_back(key_of(community_id, 'k', std::to_string(k)));
+      keys.push_back(key_of(community_id, 'k', kind_text(k).view()));
   } else {
     keys.push_back(key_of(community_id, '*', ""));
   }
@@ -108,14 +119,17 @@ void subscription_index::remove_connection(const caf::actor_addr& conn) {
 
 std::vector<subscription_index::match>
 subscription_index::find(int64_t community_id, const proto::event& ev) const {
-  std::vector<uint64_t> candidates;
+  // Scratch kept across calls (the hub calls this for every event of every
+  // batch): cleared, never freed, so a busy hub allocates only the result.
+  auto& candidates = scratch_candidates_;
+  candidates.clear();
   auto collect = [&](uint64_t key) {
     if (auto i = index_.find(key); i != index_.end())
       candidates.insert(candidates.end(), i->second.begin(), i->second.end());
   };
   collect(key_of(community_id, 'i', ev.id));
   collect(key_of(community_id, 'a', ev.pubkey));
-  collect(key_of(community_id, 'k', std::to_string(ev.kind)));
+  collect(key_of(community_id, 'k', kind_text(ev.kind).view()));
   collect(key_of(community_id, '*', ""));
   for (auto& t : ev.tags)
     if (t.size() >= 2 && t[0].size() == 1)
@@ -123,7 +137,8 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<match> out;
-  std::unordered_map<caf::actor_addr, size_t> slot;
+  auto& slot = scratch_slot_;
+  slot.clear();
   auto channel = proto::nip29::channel_of(ev);
   const bool channel_scoped = !channel || channel->has_value();
   auto matches = [&](const std::vector<proto::filter>& filters) {

@@ -62,6 +62,10 @@ class subscription_index {
   std::unordered_map<uint64_t, entry> subs_;
   std::unordered_map<uint64_t, std::vector<uint64_t>> index_;
   std::map<std::pair<caf::actor_addr, std::string>, uint64_t> by_conn_;
+  // find()'s working memory, reused across calls (so find() is const but,
+  // like the whole index, for one thread: the hub's).
+  mutable std::vector<uint64_t> scratch_candidates_;
+  mutable std::unordered_map<caf::actor_addr, size_t> scratch_slot_;
 };
 
 struct hub_state;

@@ -91,7 +91,7 @@ const std::vector<option>& options() {
     {{"--bind", "WAGGLE_BIND", "address to listen on", "127.0.0.1"}, text(&node_config::bind)},
     {{"--port", "WAGGLE_PORT", "port to listen on (0 = ephemeral)", "7777"},
      number(&node_config::port)},
-    {{"--io-threads", "WAGGLE_IO_THREADS", "socket threads (Beast)", "1"},
+    {{"--io-threads", "WAGGLE_IO_THREADS", "socket threads (Beast; 0 = one per core)", "0"},
      number(&node_config::io_threads)},
     {{"--scheduler-threads", "WAGGLE_SCHEDULER_THREADS",
       "actor scheduler threads (0 = one per core)", "0"},

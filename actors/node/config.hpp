@@ -18,7 +18,7 @@ struct node_config {
   std::string database_url;  // WAGGLE_DATABASE_URL
   std::string bind = "127.0.0.1";
   uint16_t port = 7777;
-  size_t io_threads = 1;
+  size_t io_threads = 0;  // Beast threads; 0 = one per core (gateway::server)
   size_t scheduler_threads = 0;  // CAF workers; 0 = one per core
   size_t writers = 2;
   size_t readers = 2;

@@ -189,7 +189,15 @@ std::string render_event(std::string_view sub_id, std::string_view raw_event_jso
   append_frame_start(out, "EVENT", sub_id);
   out.push_back(',');
   out.append(raw_event_json);
-  out.push_back(']');
+  out.append(event_tail);
+  return out;
+}
+
+std::string render_event_head(std::string_view sub_id) {
+  std::string out;
+  out.reserve(12 + sub_id.size());
+  append_frame_start(out, "EVENT", sub_id);
+  out.push_back(',');
   return out;
 }
 

@@ -38,6 +38,11 @@ std::variant<client_message, parse_error> parse_client_message(std::string_view 
 // Relay -> client frames, compact JSON.
 std::string render_ok(std::string_view event_id, bool accepted, std::string_view message);
 std::string render_event(std::string_view sub_id, std::string_view raw_event_json);
+// render_event in parts, for a frame whose event JSON is shared with other
+// frames (socket_sink.hpp, out_frame): head + raw_event_json + event_tail is
+// byte for byte render_event(sub_id, raw_event_json).
+std::string render_event_head(std::string_view sub_id);
+inline constexpr std::string_view event_tail = "]";
 std::string render_eose(std::string_view sub_id);
 std::string render_closed(std::string_view sub_id, std::string_view message);
 std::string render_notice(std::string_view message);

@@ -38,6 +38,8 @@ namespace {
 constexpr const char* secret = "b7e151628aed2a6abf7158809cf4f3c762e7160f38b4da56a784d9045190cfef";
 constexpr const char* relay_host = "relay.test";
 const std::string nip11_doc = R"({"name":"Test Relay","supported_nips":[1,11,98]})";
+constexpr int burst_senders = 4;
+constexpr int burst_frames = 3000;
 
 template <class Pred>
 bool eventually(Pred p, std::chrono::milliseconds timeout = 10s) {
@@ -132,7 +134,31 @@ struct fake_node {
               std::lock_guard lock{mtx};
               frames.push_back(f.text);
             }
-            if (f.text == "flood") {
+            if (f.text == "burst") {
+              // Four threads at once, each its own numbered frames (shared
+              // and plain alternating); the first closes after its last one.
+              std::vector<std::thread> senders;
+              for (int t = 0; t < burst_senders; ++t)
+                senders.emplace_back([sink, t] {
+                  auto body = std::make_shared<const std::string>("{\"t\":" + std::to_string(t) + "}");
+                  for (int i = 0; i < burst_frames; ++i) {
+                    auto head = "s" + std::to_string(t) + ":" + std::to_string(i) + ":";
+                    if (i % 2)
+                      sink->send_frame(out_frame{std::move(head), body, "!"});
+                    else
+                      sink->send_text(head + *body + "!");
+                  }
+                  if (t == 0)
+                    sink->close(4001, "burst done");
+                });
+              for (auto& s : senders)
+                s.join();
+            } else if (f.text == "flood_shared") {
+              // Few frames, many bytes: only the byte cap can see them.
+              auto body = std::make_shared<const std::string>(std::string(4000, 'x'));
+              for (int i = 0; i < 20000; ++i)
+                sink->send_frame(out_frame{std::string{"h"}, body, "]"});
+            } else if (f.text == "flood") {
               for (int i = 0; i < 100000; ++i)
                 sink->send_text(R"(["EVENT","s",")" + std::string(200, 'x') + R"("])");
             } else if (f.text == "close") {
@@ -378,6 +404,54 @@ TEST_F(GatewayTest, SlowConsumerIsDroppedAndOthersAreServed) {
   if (saw_notice) {  // the NOTICE and a 1008 close make it if the buffers had room
     EXPECT_EQ(slow.close_code(), 1008);
   }
+}
+
+// The sink's inbox (ws_session.hpp, session_inbox): frames from several
+// threads at once keep each thread's order, and a close is queued behind the
+// frames its thread sent first (which all arrive), never ahead of them.
+TEST_F(GatewayTest, InboxKeepsEachSendersOrderAndClosesAfterItsFrames) {
+  server_limits limits;
+  limits.max_outbound_frames = 100000;  // the burst outruns any reader
+  start(limits);
+  ws_client c;
+  ASSERT_TRUE(connect(c));
+  ASSERT_TRUE(c.send_text("burst"));
+  std::vector<int> next(burst_senders, 0);
+  while (auto m = c.read_text(10s)) {
+    int t = -1, i = -1, used = 0;
+    ASSERT_EQ(std::sscanf(m->c_str(), "s%d:%d:%n", &t, &i, &used), 2) << *m;
+    ASSERT_TRUE(t >= 0 && t < burst_senders) << *m;
+    ASSERT_EQ(i, next[t]) << "sender " << t << " out of order";
+    EXPECT_EQ(m->substr(used), "{\"t\":" + std::to_string(t) + "}!");
+    ++next[t];
+  }
+  EXPECT_EQ(next[0], burst_frames) << "a frame sent before the close was lost";
+  EXPECT_EQ(c.close_code(), 4001);
+  EXPECT_TRUE(eventually([&] { return node.closed.load() == 1; }));
+}
+
+// A slow consumer's queue is counted in bytes of whole frames, shared parts
+// included, and every byte is given back when it is dropped.
+TEST_F(GatewayTest, SlowConsumerByteCapCountsSharedFrames) {
+  server_limits limits;
+  limits.max_outbound_frames = 1000000;  // only the byte cap can trip
+  limits.max_outbound_bytes = 1u << 20;
+  limits.socket_send_buffer = 16u << 10;
+  start(limits);
+  ws_client slow;
+  ASSERT_TRUE(connect(slow));
+  ASSERT_TRUE(slow.send_text("flood_shared"));
+  ASSERT_TRUE(eventually([&] { return node.closed.load() == 1; }, 20s));
+  {
+    std::lock_guard guard{node.stats.refusals_mtx};
+    EXPECT_NE(std::find(node.stats.refusals.begin(), node.stats.refusals.end(), "slow_consumer"),
+              node.stats.refusals.end());
+  }
+  auto m = get("/metrics");
+  EXPECT_TRUE(eventually([&] {
+    m = get("/metrics");
+    return m.body.find("\nwaggle_outbound_bytes 0\n") != std::string::npos;
+  })) << m.body;
 }
 
 TEST_F(GatewayTest, KeepAlivePingsDropSilentPeers) {

@@ -44,6 +44,24 @@ struct SubscriptionIndexTest : ::testing::Test {
   }
 };
 
+// find() keeps its working memory across calls (the hub calls it for
+// every event): nothing of one call may leak into the next.
+TEST_F(SubscriptionIndexTest, RepeatedFindsAreIndependent) {
+  index.add(a, 1, "notes", 1, {kinds({1})});
+  index.add(b, 1, "reactions", 1, {kinds({7})});
+  for (int round = 0; round < 3; ++round) {
+    auto notes = index.find(1, note(1));
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0].conn, a);
+    EXPECT_EQ(notes[0].sub_ids, std::vector<std::string>{"notes"});
+    auto reactions = index.find(1, note(7));
+    ASSERT_EQ(reactions.size(), 1u);
+    EXPECT_EQ(reactions[0].conn, b);
+    EXPECT_EQ(reactions[0].sub_ids, std::vector<std::string>{"reactions"});
+    EXPECT_TRUE(index.find(1, note(3)).empty());
+  }
+}
+
 TEST_F(SubscriptionIndexTest, OneMatchPerConnectionNamingEverySubscriptionItMatched) {
   index.add(a, 1, "notes", 1, {kinds({1})});
   proto::filter by_author;
