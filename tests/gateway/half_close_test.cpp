@@ -69,6 +69,18 @@ struct fake_node {
       return sys.spawn([this, sink](connection_actor::pointer self) -> connection_actor::behavior_type {
         return {
           [sink](const socket_frame& f) {
+            if (f.text == "seq") {
+              // Numbered frames, shared and plain alternating, then a close.
+              auto body = std::make_shared<const std::string>(std::string(300, 'y'));
+              for (int i = 0; i < 3000; ++i) {
+                auto head = std::to_string(i) + ":";
+                if (i % 2)
+                  sink->send_frame(out_frame{std::move(head), body, "!"});
+                else
+                  sink->send_text(head + *body + "!");
+              }
+              sink->close(4002, "seq done");
+            }
             if (f.text == "big") {
               auto body = std::make_shared<const std::string>(std::string(64000, 'x'));
               for (int i = 0; i < 40; ++i)
@@ -98,8 +110,18 @@ struct fake_node {
   }
 };
 
+std::string masked(unsigned opcode, const std::string& payload) {
+  const unsigned char mask[4] = {9, 8, 7, 6};
+  std::string frame(1, static_cast<char>(0x80 | opcode));
+  frame.push_back(static_cast<char>(0x80 | payload.size()));  // < 126 bytes
+  frame.append(reinterpret_cast<const char*>(mask), 4);
+  for (std::size_t i = 0; i < payload.size(); ++i)
+    frame.push_back(static_cast<char>(payload[i] ^ mask[i % 4]));
+  return frame;
+}
+
 // A raw client: the handshake and one masked text frame, then it never reads.
-int open_raw(uint16_t port) {
+int open_raw(uint16_t port, const std::string& first = "big") {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   int small = 4096;  // the client's receive window fills at once
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -123,13 +145,7 @@ int open_raw(uint16_t port) {
     ::close(fd);
     return -1;
   }
-  const unsigned char mask[4] = {9, 8, 7, 6};
-  const std::string text = "big";
-  std::string frame = "\x81";
-  frame.push_back(static_cast<char>(0x80 | text.size()));
-  frame.append(reinterpret_cast<const char*>(mask), 4);
-  for (std::size_t i = 0; i < text.size(); ++i)
-    frame.push_back(static_cast<char>(text[i] ^ mask[i % 4]));
+  auto frame = masked(1, first);
   ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
   return fd;
 }
@@ -158,6 +174,78 @@ TEST(HalfCloseTest, AHalfClosedNonReaderIsStillDroppedByTheWriteStallRule) {
   ::close(fd);
   // Closing the client's end (a RST on unread data) is what frees it today.
   EXPECT_TRUE(eventually([&] { return srv->websocket_count() == 0; }, 5s));
+  srv.reset();
+}
+
+// Claim 3 of the red team: pings flooding in while a corked backlog is
+// written (Beast's pongs need the write side our one write in flight holds)
+// never corrupt, reorder or cut the stream, and the close comes after every
+// frame queued before it.
+TEST(HalfCloseTest, PingFloodDuringACorkedBacklogKeepsTheStreamWhole) {
+  fake_node node;
+  server_limits limits;
+  limits.max_outbound_frames = 100000;
+  limits.socket_send_buffer = 16u << 10;
+  auto srv = std::make_unique<server>(node.api(), limits, "127.0.0.1", 0, 2);
+  auto port = srv->start();
+  ASSERT_NE(port, 0);
+  int fd = open_raw(port, "seq");
+  ASSERT_GE(fd, 0);
+  struct timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string in;
+  auto need = [&](std::size_t n) {
+    char buf[4096];
+    while (in.size() < n) {
+      auto got = ::recv(fd, buf, sizeof buf, 0);
+      if (got <= 0)
+        return false;
+      in.append(buf, static_cast<std::size_t>(got));
+    }
+    return true;
+  };
+  int next = 0, pongs = 0, pings_sent = 0;
+  uint16_t close_code = 0;
+  const std::string want_tail = std::string(300, 'y') + "!";
+  for (int frames = 0; close_code == 0; ++frames) {
+    // Two pings per frame read, for the first 1,500 frames: a flood.
+    for (int k = 0; k < 2 && pings_sent < 3000; ++k, ++pings_sent) {
+      auto ping = masked(9, "p" + std::to_string(pings_sent));
+      ::send(fd, ping.data(), ping.size(), MSG_NOSIGNAL);
+    }
+    ASSERT_TRUE(need(2)) << "stream ended after " << next << " frames";
+    const unsigned op = static_cast<unsigned char>(in[0]) & 0x0f;
+    ASSERT_TRUE(static_cast<unsigned char>(in[0]) & 0x80) << "fragmented frame";
+    std::size_t len = static_cast<unsigned char>(in[1]) & 0x7f, at = 2;
+    ASSERT_FALSE(static_cast<unsigned char>(in[1]) & 0x80) << "a masked server frame";
+    if (len == 126) {
+      ASSERT_TRUE(need(4));
+      len = (std::size_t(static_cast<unsigned char>(in[2])) << 8) | static_cast<unsigned char>(in[3]);
+      at = 4;
+    }
+    ASSERT_NE(len, 127u);
+    ASSERT_TRUE(need(at + len));
+    std::string payload = in.substr(at, len);
+    in.erase(0, at + len);
+    if (op == 0xA) {
+      ++pongs;
+    } else if (op == 0x1) {
+      ASSERT_EQ(payload, std::to_string(next) + ":" + want_tail) << "frame " << next;
+      ++next;
+    } else if (op == 0x8) {
+      ASSERT_GE(payload.size(), 2u);
+      close_code = static_cast<uint16_t>((static_cast<unsigned char>(payload[0]) << 8)
+                                         | static_cast<unsigned char>(payload[1]));
+    } else {
+      FAIL() << "unexpected opcode " << op;
+    }
+  }
+  std::printf("[ figures  ] %d frames, %d pings sent, %d pongs, close %u\n", next, pings_sent,
+              pongs, unsigned(close_code));
+  EXPECT_EQ(next, 3000) << "frames queued before the close were lost";
+  EXPECT_EQ(close_code, 4002);
+  EXPECT_GT(pongs, 0);
+  ::close(fd);
   srv.reset();
 }
 
