@@ -245,7 +245,11 @@ void ws_session::on_read(beast::error_code ec, std::size_t) {
   if (ec) {
     // message_too_big: Beast has already sent close 1009 and torn down.
     fail(ec, "read");
-    return finish();
+    // Closed, not just finished: a write may be pending to a peer that half
+    // closed and reads nothing, and finish() stops the stall watch and the
+    // close grace that would otherwise end it (the session, its fd and slot
+    // were held until the peer closed its end).
+    return abort_socket();
   }
   if (buffer_.size() > st_->limits.max_frame_bytes) {
     // Too big: never forwarded; close 1009 with a handshake, and keep reading
