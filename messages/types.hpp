@@ -120,6 +120,12 @@ struct live_event {
   event_ptr ev;
   std::vector<std::string> sub_ids;
   std::vector<uint64_t> generations;  // parallel to sub_ids
+  // The event's JSON alone, copied once by the hub and shared by every frame
+  // that carries it. A frame sharing `ev` itself would pin the parsed tags
+  // and content too, up to ten times what the session's byte cap counts for
+  // it. Not serialized (the hub's peers are local); without it a frame
+  // copies the JSON.
+  std::shared_ptr<const std::string> raw;
 };
 
 // -- reads --------------------------------------------------------------------

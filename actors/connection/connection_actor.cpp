@@ -352,13 +352,15 @@ void connection_state::on_history(const std::string& sub_id, uint64_t generation
 }
 
 
-void connection_state::send_live(const std::string& sub_id, const event_ptr& ev) {
-  // The event's JSON is shared by every frame that carries it (an aliasing
-  // pointer: it keeps the event alive, no copy, no allocation); only the
-  // ["EVENT","<sub id>", head is this frame's own.
+void connection_state::send_live(const std::string& sub_id, const event_ptr& ev,
+                                 const std::shared_ptr<const std::string>& raw) {
+  // The event's JSON is shared by every frame that carries it (the hub's one
+  // copy, live_event::raw); only the ["EVENT","<sub id>", head is this
+  // frame's own. Never an aliasing pointer into the event: a queued frame
+  // would pin the parsed event, many times what the byte cap counts.
   if (!closed)
     sink->send_frame(out_frame{proto::render_event_head(sub_id),
-                               std::shared_ptr<const std::string>(ev, &ev->raw),
+                               raw ? raw : std::make_shared<const std::string>(ev->raw),
                                proto::event_tail});
 }
 
@@ -372,7 +374,7 @@ void connection_state::on_live(const live_event& msg) {
     auto& sub = i->second;
     if (sub.live) {
       if (!sub.sent_in_history(msg.ev->id))
-        send_live(sub_id, msg.ev);
+        send_live(sub_id, msg.ev, msg.raw);
     } else if (sub.pending.size() < settings.max_pending_live) {
       sub.pending.push_back(msg.ev);
     } else {

@@ -241,7 +241,8 @@ struct connection_state {
   void finish_drain_if_idle();
   void send(std::string frame);
   // A live event's frame, its JSON shared with every other subscriber's.
-  void send_live(const std::string& sub_id, const event_ptr& ev);
+  void send_live(const std::string& sub_id, const event_ptr& ev,
+                 const std::shared_ptr<const std::string>& raw);
 };
 
 connection_actor::behavior_type connection_actor_impl(connection_ptr self,

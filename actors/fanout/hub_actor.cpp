@@ -194,9 +194,13 @@ void hub_state::on_committed(const committed_events& batch) {
   for (auto& item : batch.items) {
     if (expired(*item.ev))
       continue;
-    for (auto& m : index.find(item.community_id, *item.ev))
+    std::shared_ptr<const std::string> raw;
+    for (auto& m : index.find(item.community_id, *item.ev)) {
+      if (!raw)
+        raw = std::make_shared<const std::string>(item.ev->raw);
       self->send(caf::actor_cast<connection_actor>(m.conn),
-                 live_event{item.ev, std::move(m.sub_ids), std::move(m.generations)});
+                 live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // Red team of issue 16 (fanout16): what a live event's shared frame counts
 // against the session's byte cap (out_frame::size(), the head, the raw JSON
-// and the tail) against what the frame keeps alive. send_live shares the
+// and the tail) against what the frame keeps alive. send_live shared the
 // event's JSON through an aliasing pointer to the whole proto::event, so a
-// queued frame pins the parsed tags and content as well as `raw`. An event
+// queued frame pinned the parsed tags and content as well as `raw` (now it
+// shares the hub's one copy of the JSON, live_event::raw). An event
 // of many tiny tags (no limit on their number, 64 KB frames) parses to about
 // ten times its JSON: a non-reading client at its 8 MiB cap then holds
 // about 100 MB, and the node-wide budget (256 MiB) about 2.5 GB.
