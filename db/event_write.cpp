@@ -527,6 +527,30 @@ void batch_write::decide() {
   }
 }
 
+// The per-event values S3 and the one-statement write both send: the JSON,
+// the NIP-40 deadline and the indexed tag rows.
+struct event_rows {
+  array_literal raw, expires;
+  array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
+
+  void add(int64_t community_id, const proto::event& ev) {
+    raw.text(ev.raw);
+    // NIP-40: collect_candidates refused a malformed expiration already.
+    if (auto at = proto::expiration_of(ev); at && *at)
+      expires.integer(**at);
+    else
+      expires.null();
+    for (const auto& [name, value] : indexed_tags(ev)) {
+      t_community.integer(community_id);
+      t_event.text(ev.id);
+      t_name.text(name);
+      t_value.text(hex_of(value));
+      t_kind.integer(ev.kind);
+      t_created.integer(ev.created_at);
+    }
+  }
+};
+
 // Phase B. S2: soft-delete the heads the new versions replace (before S3,
 // so the one-live-head unique index never sees two).
 void batch_write::add_replace_call(std::vector<statement_call>& phase_b) {
@@ -545,8 +569,8 @@ void batch_write::add_replace_call(std::vector<statement_call>& phase_b) {
 void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
   if (to_insert.empty())
     return;
-  array_literal community, id, pubkey, created, kind, d_hex, raw, channel, expires;
-  array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
+  array_literal community, id, pubkey, created, kind, d_hex, channel;
+  event_rows rows;
   for (size_t k : to_insert) {
     const auto& c = cands[k];
     const auto& ev = *c.ev;
@@ -559,30 +583,18 @@ void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
       d_hex.text(hex_of(c.d));
     else
       d_hex.null();
-    raw.text(ev.raw);
     if (c.channel)
       channel.text(*c.channel);
     else
       channel.null();
-    // NIP-40: collect_candidates refused a malformed expiration already.
-    if (auto at = proto::expiration_of(ev); at && *at)
-      expires.integer(**at);
-    else
-      expires.null();
-    for (const auto& [name, value] : indexed_tags(ev)) {
-      t_community.integer(c.community_id);
-      t_event.text(ev.id);
-      t_name.text(name);
-      t_value.text(hex_of(value));
-      t_kind.integer(ev.kind);
-      t_created.integer(ev.created_at);
-    }
+    rows.add(c.community_id, ev);
   }
   insert_at = phase_b.size();
   phase_b.push_back({stmt_insert, {community.str(), id.str(), pubkey.str(), created.str(),
-                                   kind.str(), d_hex.str(), raw.str(), t_community.str(),
-                                   t_event.str(), t_name.str(), t_value.str(), t_kind.str(),
-                                   t_created.str(), channel.str(), expires.str()}});
+                                   kind.str(), d_hex.str(), rows.raw.str(), rows.t_community.str(),
+                                   rows.t_event.str(), rows.t_name.str(), rows.t_value.str(),
+                                   rows.t_kind.str(), rows.t_created.str(), channel.str(),
+                                   rows.expires.str()}});
 }
 
 void batch_write::add_delete_and_ttl_calls(std::vector<statement_call>& phase_b) {
@@ -695,25 +707,11 @@ statement_call batch_write::check_insert_call() const {
   add_check_call(check);
   auto call = std::move(check.back());
   call.name = stmt_check_insert;
-  array_literal raw, expires;
-  array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
-  for (const auto& c : cands) {
-    const auto& ev = *c.ev;
-    raw.text(ev.raw);
-    if (auto at = proto::expiration_of(ev); at && *at)
-      expires.integer(**at);
-    else
-      expires.null();
-    for (const auto& [name, value] : indexed_tags(ev)) {
-      t_community.integer(c.community_id);
-      t_event.text(ev.id);
-      t_name.text(name);
-      t_value.text(hex_of(value));
-      t_kind.integer(ev.kind);
-      t_created.integer(ev.created_at);
-    }
-  }
-  for (auto* a : {&raw, &expires, &t_community, &t_event, &t_name, &t_value, &t_kind, &t_created})
+  event_rows rows;
+  for (const auto& c : cands)
+    rows.add(c.community_id, *c.ev);
+  for (auto* a : {&rows.raw, &rows.expires, &rows.t_community, &rows.t_event, &rows.t_name,
+                  &rows.t_value, &rows.t_kind, &rows.t_created})
     call.params.push_back(a->str());
   return call;
 }
