@@ -50,6 +50,11 @@ class read_budget {
 
   std::chrono::milliseconds remaining(clock::time_point now = clock::now()) const;
 
+  // The whole budget again from `now`: a read a replica failed mid-way runs
+  // again on the writer (docs/replicas.md), and its answer must not be lost
+  // to the time the replica took.
+  void restart(clock::time_point now = clock::now()) { start_ = now; }
+
  private:
   std::chrono::milliseconds total_;
   clock::time_point start_;

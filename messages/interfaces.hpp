@@ -70,6 +70,10 @@ using ttl_reaper_actor = caf::typed_actor<caf::reacts_to<reap_tick>>;
 // Expiration reaper (detached, own connection): deletes expired events.
 using expiration_reaper_actor = caf::typed_actor<caf::reacts_to<expiry_tick>>;
 
+// Heartbeat prober (detached, its own pinned writer connection): commits the
+// replica freshness proofs (docs/replicas.md).
+using heartbeat_prober_actor = caf::typed_actor<caf::reacts_to<heartbeat_tick>>;
+
 // Connection actor: one per socket.
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,

@@ -163,6 +163,10 @@ struct history_request {
   std::vector<proto::filter> filters;
   read_access access;
   history_page page;
+  // The steady-clock time (ns since its epoch) of the requester's last
+  // acknowledged write, 0 = none: a bounded replica read must be proved at
+  // or after it (docs/replicas.md, read-your-writes).
+  int64_t read_after_ns = 0;
 };
 
 struct history_reply {
@@ -181,6 +185,7 @@ struct count_request {
   int64_t community_id = 0;
   std::vector<proto::filter> filters;
   read_access access;
+  int64_t read_after_ns = 0;  // as in history_request
 };
 
 // Connection actor -> reader: may these pubkeys read these channels? Asked
@@ -454,6 +459,9 @@ struct refresh_tick {};
 // Expiration reaper timer (NIP-40): delete the events that have expired.
 struct expiry_tick {};
 
+// The heartbeat prober's timer (docs/replicas.md).
+struct heartbeat_tick {};
+
 // Node supervisor -> itself: restart a child after its backoff.
 struct restart_child {
   uint8_t which = 0;
@@ -526,7 +534,8 @@ typename Inspector::result_type inspect(Inspector& f, history_page& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_request& x) {
-  return f(caf::meta::type_name("history_request"), x.community_id, x.filters, x.access, x.page);
+  return f(caf::meta::type_name("history_request"), x.community_id, x.filters, x.access, x.page,
+           x.read_after_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
@@ -535,7 +544,8 @@ typename Inspector::result_type inspect(Inspector& f, history_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, count_request& x) {
-  return f(caf::meta::type_name("count_request"), x.community_id, x.filters, x.access);
+  return f(caf::meta::type_name("count_request"), x.community_id, x.filters, x.access,
+           x.read_after_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, access_request& x) {
@@ -670,6 +680,10 @@ typename Inspector::result_type inspect(Inspector& f, refresh_tick&) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expiry_tick&) {
   return f(caf::meta::type_name("expiry_tick"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat_tick&) {
+  return f(caf::meta::type_name("heartbeat_tick"));
 }
 
 template <class Inspector>
@@ -888,4 +902,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_batch))
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_batch_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_flush))
+  CAF_ADD_TYPE_ID(waggle, (waggle::heartbeat_tick))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -151,6 +151,9 @@ void connection_state::hand_to_hub(event_ptr ptr) {
 
 void connection_state::on_ingest_reply(const std::string& id, const ingest_reply& reply) {
   --events_in_flight;
+  // Any answer, even a failure whose commit is in doubt: a bounded replica
+  // read after it must be proved later (docs/replicas.md, read-your-writes).
+  last_write_answer = env.steady_now();
   answer_with(id, answer_for(reply.outcome, reply.reason));
   finish_drain_if_idle();
 }
@@ -282,6 +285,7 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
         if (!is_current(sub_id, generation))
           return;
         history_request req{settings.community_id, std::move(filters), std::move(access), {}};
+        req.read_after_ns = last_write_answer.time_since_epoch().count();
         req.page.rows = settings.history_page_rows;
         // Kept for the pages after the first (the hub holds the filters too,
         // but as its index, not as a request).
@@ -394,7 +398,8 @@ void connection_state::on_count(proto::count_msg&& req) {
   auto access = access_for(req.filters);
   auto asked = self->request(peers.reader, settings.read_timeout,
                              count_request{settings.community_id, std::move(req.filters),
-                                           std::move(access)});
+                                           std::move(access),
+                                           last_write_answer.time_since_epoch().count()});
   const auto request_id = asked.id().request_id().integer_value();
   reads.at_pool(ticket, request_id);
   std::move(asked).then(

@@ -153,6 +153,9 @@ struct connection_state {
   steady_time history_progress_at{};
   bool stall_check_armed = false;
   size_t events_in_flight = 0;
+  // When this connection last had an event answered by ingest or the group
+  // actor: a bounded replica read must be proved after it.
+  steady_time last_write_answer{};
   read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
   size_t frame_bytes = 0;  // the client frame being handled (0 between frames)
   refusal_pacer pacer;   // refusals answered, and when the socket last paused for them

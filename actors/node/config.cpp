@@ -229,6 +229,34 @@ const std::vector<option>& options() {
       "(below --read-timeout-ms)",
       "5000"},
      number(&node_config::read_statement_timeout_ms)},
+    {{"--read-database-url", "WAGGLE_READ_DATABASE_URL",
+      "a read replica (streaming standby) for history, COUNT and search under the heartbeat "
+      "proof (docs/replicas.md); repeat the flag, or separate URLs by whitespace, for several",
+      ""},
+     [](node_config& cfg, const std::string& value) {
+       std::istringstream in{value};
+       for (std::string url; in >> url;)
+         cfg.read_database_urls.push_back(url);
+       return true;
+     }},
+    {{"--replica-pool-size", "WAGGLE_REPLICA_POOL_SIZE", "connections per read replica at most",
+      "4"},
+     number(&node_config::replica_pool_size)},
+    {{"--replica-acquire-budget-ms", "WAGGLE_REPLICA_ACQUIRE_BUDGET_MS",
+      "how long a routed read waits for a replica connection before it reads on the writer",
+      "150"},
+     number(&node_config::replica_acquire_budget_ms)},
+    {{"--replica-read-max-age-ms", "WAGGLE_REPLICA_READ_MAX_AGE_MS",
+      "head reads may be served by a replica proved at most this old (0 = never: only pages "
+      "below the proved fence wall go to replicas)",
+      "0"},
+     number(&node_config::replica_read_max_age_ms)},
+    {{"--heartbeat-interval-ms", "WAGGLE_HEARTBEAT_INTERVAL_MS",
+      "how often the heartbeat prober commits a replica freshness proof", "500"},
+     number(&node_config::heartbeat_interval_ms)},
+    {{"--heartbeat-stale-ms", "WAGGLE_HEARTBEAT_STALE_MS",
+      "no proof newer than this: every routed read goes to the writer", "5000"},
+     number(&node_config::heartbeat_stale_ms)},
     {{"--read-timeout-ms", "WAGGLE_READ_TIMEOUT_MS",
       "how long a connection waits for a read, queue included", "30000"},
      number(&node_config::read_timeout_ms)},
@@ -443,6 +471,13 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
   // it, or it runs on for nobody.
   if (cfg.read_statement_timeout_ms == 0 || cfg.read_statement_timeout_ms >= cfg.read_timeout_ms)
     return {ec::invalid, "read-statement-timeout-ms must be at least 1 and below read-timeout-ms"};
+  if (cfg.replica_pool_size == 0 || cfg.replica_pool_size > 1000
+      || cfg.replica_acquire_budget_ms < 1 || cfg.replica_acquire_budget_ms > 10'000
+      || cfg.replica_read_max_age_ms < 0 || cfg.heartbeat_interval_ms < 10
+      || cfg.heartbeat_interval_ms > 60'000 || cfg.heartbeat_stale_ms <= cfg.heartbeat_interval_ms)
+    return {ec::invalid, "replica-pool-size must be within 1..1000, replica-acquire-budget-ms "
+                         "within 1..10000, replica-read-max-age-ms at least 0, "
+                         "heartbeat-interval-ms within 10..60000 and heartbeat-stale-ms above it"};
   if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
     return {ec::invalid, "write-policy-fail must be closed or open"};
   if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0

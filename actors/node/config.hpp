@@ -62,6 +62,14 @@ struct node_config {
   // burst; rate 0 = no bucket).
   size_t max_reads_in_flight = 8;
   int64_t read_statement_timeout_ms = 5000;
+  // Read replicas (docs/replicas.md): one pool per URL, routed reads only
+  // under the heartbeat proof.
+  std::vector<std::string> read_database_urls;  // WAGGLE_READ_DATABASE_URL (whitespace-separated)
+  size_t replica_pool_size = 4;
+  int64_t replica_acquire_budget_ms = 150;
+  int64_t replica_read_max_age_ms = 0;  // bounded head reads; 0 = off
+  int64_t heartbeat_interval_ms = 500;
+  int64_t heartbeat_stale_ms = 5000;
   int64_t read_timeout_ms = 30000;
   int64_t read_rate_connection = 1000;
   int64_t read_burst_connection = 2000;

@@ -21,6 +21,7 @@
 #include "actors/policy/write_policy_plugin.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
+#include "actors/node/node_replicas.hpp"
 #include "actors/ingest/writer_session.hpp"
 
 namespace waggle {
@@ -39,6 +40,7 @@ const char* child_name(child c) {
     case child::policy: return "write_policy";
     case child::registry: return "listener_registry";
     case child::delivery: return "delivery_supervisor";
+    case child::prober: return "heartbeat_prober";
     default: return "?";
   }
 }
@@ -55,9 +57,11 @@ void node_supervisor_state::init(node_supervisor_ptr self_ptr, node_config confi
   signer = std::move(relay_signer);
   board = std::move(handle_board_ptr);
   snapshot = std::move(community_snapshot_ptr);
+  ring = std::make_shared<heartbeat_ring>();
+  routing = make_routing(cfg, env, ring);
   // The hub first: ingest is spawned with its handle.
   for (auto which : {child::hub, child::ingest, child::reader, child::directory, child::group,
-                     child::membership, child::expiry, child::registry})
+                     child::membership, child::expiry, child::registry, child::prober})
     spawn_child(which);
   if (!cfg.write_policy.empty())
     spawn_child(child::policy);
@@ -106,6 +110,9 @@ void node_supervisor_state::spawn_child(child which) {
     case child::delivery:
       spawn_delivery();
       break;
+    case child::prober:
+      spawn_prober();
+      break;
     default:
       return;
   }
@@ -136,7 +143,7 @@ void node_supervisor_state::spawn_reader() {
     sessions.push_back(sys.spawn<caf::detached>(reader_session_impl, cfg.database_url,
                                                 "reader-" + std::to_string(i),
                                                 filter_limits_for(cfg),
-                                                cfg.read_statement_timeout_ms, env));
+                                                cfg.read_statement_timeout_ms, env, routing));
   handles.reader = sys.spawn(reader_pool_impl, std::move(sessions), env.for_actor("reader_pool"));
   watch(child::reader, handles.reader);
 }
@@ -194,6 +201,17 @@ void node_supervisor_state::spawn_expiry_reaper() {
     expiration_reaper_impl, cfg.database_url, env.for_actor("expiration_reaper"),
     caf::timespan{std::chrono::seconds(cfg.expiry_reap_seconds)}, db::reap_limits{});
   watch(child::expiry, expiry_reaper);
+}
+
+// Like the expiration reaper: nobody sends to it, the supervisor restarts it.
+// Without replicas there is nothing to prove.
+void node_supervisor_state::spawn_prober() {
+  if (cfg.read_database_urls.empty())
+    return;
+  prober = self->system().spawn<caf::detached>(
+    heartbeat_prober_impl, cfg.database_url, ring, env.for_actor("heartbeat_prober"),
+    caf::timespan{std::chrono::milliseconds(cfg.heartbeat_interval_ms)});
+  watch(child::prober, prober);
 }
 
 void node_supervisor_state::spawn_policy() {

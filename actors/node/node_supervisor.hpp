@@ -13,6 +13,8 @@
 
 #include "actors/communities/community_directory.hpp"
 #include "actors/expiry/expiration_reaper.hpp"
+#include "actors/reads/heartbeat_prober.hpp"
+#include "actors/reads/replica_route.hpp"
 #include "actors/node/config.hpp"
 #include "actors/connection/connection_actor.hpp"
 #include "gateway/http_client.hpp"
@@ -45,7 +47,8 @@ class handle_board {
 };
 
 enum class child : uint8_t {
-  hub = 0, ingest, reader, directory, group, membership, expiry, policy, registry, delivery, count
+  hub = 0, ingest, reader, directory, group, membership, expiry, policy, registry, delivery,
+  prober, count
 };
 
 struct node_supervisor_state;
@@ -63,6 +66,11 @@ struct node_supervisor_state {
   node_handles handles;
   community_directory_actor directory;
   expiration_reaper_actor expiry_reaper;  // none with --expiry-reap-seconds 0
+  // Replica routing (docs/replicas.md): the ring and the pools outlive
+  // restarts of the reader pool and the prober; no prober without replicas.
+  std::shared_ptr<heartbeat_ring> ring;
+  std::shared_ptr<route_context> routing;
+  heartbeat_prober_actor prober;
   delivery_supervisor_actor delivery;     // none without --operator-listeners
   std::shared_ptr<gateway::http_client> http;  // the delivery slots' client
   std::string node_id;                    // names this node's LISTEN probe channel
@@ -85,6 +93,7 @@ struct node_supervisor_state {
   void spawn_group();
   void spawn_membership();
   void spawn_expiry_reaper();
+  void spawn_prober();
   void spawn_policy();
   void spawn_registry();
   void spawn_delivery();

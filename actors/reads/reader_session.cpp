@@ -6,6 +6,7 @@
 #include "actors/trace/trace_recorder.hpp"
 #include "db/event_store.hpp"
 #include "db/group_store.hpp"
+#include "db/heartbeat.hpp"
 #include "db/membership_store.hpp"
 #include "db/read_budget.hpp"
 
@@ -50,8 +51,10 @@ std::vector<std::string> reader_session_setup(int64_t statement_timeout_ms) {
 
 void reader_session_state::init(reader_session_ptr self_ptr, std::string database_url,
                                 std::string role, proto::filter_limits l,
-                                int64_t statement_timeout_ms, node_env e) {
+                                int64_t statement_timeout_ms, node_env e,
+                                std::shared_ptr<route_context> r) {
   self = self_ptr;
+  routing = std::move(r);
   env = e.for_actor(role);
   session = std::make_unique<db::session>(std::move(database_url), std::move(role),
                                           reader_session_setup(statement_timeout_ms),
@@ -119,6 +122,35 @@ void reader_session_state::idle() {
 
 int64_t reader_session_state::read_clock() const { return env.sources.unix_now(); }
 
+namespace {
+
+ring_entry::clock::time_point steady_at(int64_t ns) {
+  return ring_entry::clock::time_point{std::chrono::nanoseconds{ns}};
+}
+
+}  // namespace
+
+void reader_session_state::routed(const read_shape& shape, pqxx::connection& conn,
+                                  int64_t community_id, db::read_budget& budget,
+                                  const read_fn& read) {
+  if (!routing) {
+    read(conn, &prepared, budget);
+    return;
+  }
+  if (log::enabled(log::level::debug) && identified != &conn) {
+    backend = db::backend_identity(conn);
+    identified = &conn;
+  }
+  auto out = run_routed(*routing, shape, conn, backend, community_id, statement_timeout, read);
+  if (out.decision.replica)
+    return;
+  // The writer answers; after a replica that failed mid-read, with the
+  // whole budget again (nothing of the replica's page was kept).
+  if (out.decision.reason == route_reason::replica_error)
+    budget.restart();
+  read(conn, &prepared, budget);
+}
+
 history_reply reader_session_state::on_history(const history_request& req) {
   return run_read<history_reply>([&](pqxx::connection& conn, history_reply& reply,
                                      db::read_budget& budget) {
@@ -133,8 +165,14 @@ history_reply reader_session_state::on_history(const history_request& req) {
     }
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
-    auto page = db::query_events_page(conn, req.community_id, req.filters, limits, read_clock(),
-                                      req.page, &budget, &prepared);
+    auto shape = shape_of(req.filters, &req.page, steady_at(req.read_after_ns));
+    shape.path = "history";
+    db::history_page_result page;
+    routed(shape, conn, req.community_id, budget,
+           [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
+             page = db::query_events_page(c, req.community_id, req.filters, limits, read_clock(),
+                                          req.page, &b, p);
+           });
     reply.raws = std::move(page.raws);
     reply.more = page.more;
     reply.next = std::move(page.next);
@@ -148,8 +186,12 @@ count_reply reader_session_state::on_count(const count_request& req) {
       reply.err = access.err;
       return;
     }
-    reply.count = db::count_events(conn, req.community_id, req.filters, read_clock(), &budget,
-                                   &prepared);
+    auto shape = shape_of(req.filters, nullptr, steady_at(req.read_after_ns));
+    shape.path = "count";
+    routed(shape, conn, req.community_id, budget,
+           [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
+             reply.count = db::count_events(c, req.community_id, req.filters, read_clock(), &b, p);
+           });
   });
 }
 
@@ -166,12 +208,13 @@ reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
                                                         std::string database_url, std::string role,
                                                         proto::filter_limits limits,
                                                         int64_t statement_timeout_ms,
-                                                        node_env env) {
+                                                        node_env env,
+                                                        std::shared_ptr<route_context> routing) {
   // So trace records can name this session as the sender of its replies.
   if (env.trace)
     env.trace->spawned(role, caf::actor_cast<caf::actor>(self));
   self->state.init(self, std::move(database_url), std::move(role), limits, statement_timeout_ms,
-                   std::move(env));
+                   std::move(env), std::move(routing));
   // Every read ends with reader_idle to the pool: it hands out the next one.
   return {
     // -- reads ------------------------------------------------------------------

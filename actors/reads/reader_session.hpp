@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/reads/replica_route.hpp"
 #include "actors/support/env.hpp"
 #include "db/prepared_reads.hpp"
 #include "db/session.hpp"
@@ -32,10 +33,17 @@ struct reader_session_state {
   node_env env;  // named after the session ("reader-0"): its trace records
   caf::actor pool;  // from reader_attach: told reader_idle after every read
   uint64_t index = 0;
+  // Replica routing, shared by every session of the node (docs/replicas.md);
+  // null: every read runs here.
+  std::shared_ptr<route_context> routing;
+  // "addr:port pid" of this session's connection, for the routing debug log.
+  const pqxx::connection* identified = nullptr;
+  std::string backend;
   void idle();
 
   void init(reader_session_ptr self_ptr, std::string database_url, std::string role,
-            proto::filter_limits l, int64_t statement_timeout_ms, node_env e);
+            proto::filter_limits l, int64_t statement_timeout_ms, node_env e,
+            std::shared_ptr<route_context> r);
   history_reply on_history(const history_request& req);
   count_reply on_count(const count_request& req);
   access_reply on_access(const access_request& req);
@@ -44,6 +52,10 @@ struct reader_session_state {
  private:
   template <class Reply, class Fn>
   Reply run_read(Fn&& fn);
+  // Runs `read` on a proved replica or here; the access check before it
+  // always runs here (it informs a permission).
+  void routed(const read_shape& shape, pqxx::connection& conn, int64_t community_id,
+              db::read_budget& budget, const read_fn& read);
 };
 
 // `statement_timeout_ms` (> 0) is set on the session's connection at every
@@ -55,7 +67,8 @@ reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
                                                         std::string database_url, std::string role,
                                                         proto::filter_limits limits,
                                                         int64_t statement_timeout_ms,
-                                                        node_env env);
+                                                        node_env env,
+                                                        std::shared_ptr<route_context> routing);
 
 // The SQL run on each new reader connection.
 std::vector<std::string> reader_session_setup(int64_t statement_timeout_ms);

@@ -132,6 +132,7 @@ std::string metrics::render() const {
     for (auto& [reason, n] : refused_)
       out << "waggle_refusals_total{reason=\"" << reason << "\"} " << n << '\n';
   }
+  render_replicas(out);
   gauge("waggle_delivery_in_flight", "Delivery slots with a request out.",
         deliveries_in_flight.load());
   gauge("waggle_listener_up", "1 while the LISTEN connection's probe arrives (docs/delivery.md).",

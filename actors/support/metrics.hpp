@@ -13,9 +13,15 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <iosfwd>
 #include <vector>
 
 #include "messages/outcome.hpp"
+
+namespace waggle::db {
+class replica_pool;
+}
 
 namespace waggle {
 
@@ -77,9 +83,21 @@ class metrics {
   void count_push_jobs(std::string_view result, uint64_t n);
   void count_push_wakes(std::string_view outcome, uint64_t n);
 
+  // Replica routing (docs/replicas.md): one count per routed read
+  // (waggle_route_decisions_total{path,decision,reason}); the ring's newest
+  // proof (steady clock ns, 0 = none) for the heartbeat-age gauge; the pools
+  // whose gauges and counters are rendered with the rest.
+  std::atomic<int64_t> heartbeat_newest_ns{0};
+  std::atomic<uint64_t> heartbeat_epoch_rotations{0};
+  void count_route(std::string_view path, bool replica, std::string_view reason);
+  void add_replica_pool(std::shared_ptr<const db::replica_pool> pool);
+
   std::string render() const;
 
  private:
+  void render_replicas(std::ostream& out) const;  // metrics_replicas.cpp
+  std::map<std::tuple<std::string, bool, std::string>, uint64_t, std::less<>> routes_;
+  std::vector<std::shared_ptr<const db::replica_pool>> pools_;
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> rejected_;
   std::map<std::string, uint64_t, std::less<>> refused_;

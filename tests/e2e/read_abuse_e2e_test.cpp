@@ -139,7 +139,7 @@ TEST_F(read_abuse_e2e, AReadPastTheStatementTimeoutIsAnsweredQueryTookTooLong) {
   auto env = node_env::production();
   auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
                                           std::string("reader-t"), proto::filter_limits{},
-                                          int64_t{200}, env);
+                                          int64_t{200}, env, std::shared_ptr<route_context>{});
   int64_t beta = 0;
   auto locker = db_->connect();
   pqxx::work hold(*locker);
@@ -173,7 +173,7 @@ TEST_F(read_abuse_e2e, AReadThatArmedItsBudgetLeavesTheNextReadTheSessionsFullTi
   auto env = node_env::production();
   auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
                                           std::string("reader-b"), proto::filter_limits{},
-                                          int64_t{1000}, env);
+                                          int64_t{1000}, env, std::shared_ptr<route_context>{});
   auto locker = db_->connect();
   auto watcher = db_->connect();
   int64_t beta = pqxx::nontransaction{*watcher}

@@ -1,0 +1,208 @@
+#include "actors/reads/replica_route.hpp"
+
+#include <algorithm>
+
+#include <pqxx/except>
+
+#include "actors/support/log.hpp"
+#include "actors/support/metrics.hpp"
+#include "db/heartbeat.hpp"
+#include "db/read_budget.hpp"
+#include "db/replica_pool.hpp"
+
+namespace waggle {
+
+std::string_view to_string(route_reason r) {
+  switch (r) {
+    case route_reason::covered: return "covered";
+    case route_reason::bounded: return "bounded";
+    case route_reason::disabled: return "disabled";
+    case route_reason::uninitialized: return "uninitialized";
+    case route_reason::stale: return "stale";
+    case route_reason::reader_acquire_timeout: return "reader_acquire_timeout";
+    case route_reason::reader_validation_error: return "reader_validation_error";
+    case route_reason::reader_token_behind: return "reader_token_behind";
+    case route_reason::replica_error: return "replica_error";
+  }
+  return "unknown";
+}
+
+read_shape shape_of(const std::vector<proto::filter>& filters, const history_page* page,
+                    ring_entry::clock::time_point read_after) {
+  read_shape shape;
+  shape.read_after = read_after;
+  std::optional<int64_t> upper;
+  bool head = filters.empty();
+  for (auto& f : filters) {
+    if (!f.until) {
+      head = true;
+      continue;
+    }
+    upper = upper ? std::max(*upper, *f.until) : *f.until;
+  }
+  if (head)
+    upper.reset();
+  // A later page reads only at or below its horizon, whatever the filters say.
+  if (page && page->started)
+    upper = upper ? std::min(*upper, page->horizon_created_at) : page->horizon_created_at;
+  shape.upper = upper;
+  return shape;
+}
+
+namespace {
+
+using clock = ring_entry::clock;
+
+bool covers(const ring_entry& e, const read_shape& shape, std::optional<double> backfill) {
+  // Every on-time row below the fence wall committed before the probe
+  // sampled; late rows only if the last of them was inserted before the
+  // sample (docs/replicas.md, "The proof").
+  return shape.upper && static_cast<double>(*shape.upper) < e.fence_wall()
+         && (!backfill || *backfill < e.fence_raw);
+}
+
+bool bounds(const ring_entry& e, const read_shape& shape, const route_settings& s,
+            clock::time_point now) {
+  return s.max_age.count() > 0 && now - e.sampled <= s.max_age && e.sampled >= shape.read_after;
+}
+
+// The decision a proof gives this read (nullopt: it proves nothing for it).
+std::optional<route_decision> proved(const ring_entry& e, const read_shape& shape,
+                                     const route_settings& s, clock::time_point now,
+                                     std::optional<double> backfill) {
+  if (covers(e, shape, backfill))
+    return route_decision{true, route_reason::covered};
+  if (bounds(e, shape, s, now))
+    return route_decision{true, route_reason::bounded};
+  return std::nullopt;
+}
+
+route_decision writer(route_reason r) { return {false, r}; }
+
+}  // namespace
+
+std::optional<route_decision> precheck(bool have_readers, const ring_snapshot& ring,
+                                       const read_shape& shape, const route_settings& s,
+                                       clock::time_point now, std::optional<double> backfill) {
+  if (!have_readers)
+    return writer(route_reason::disabled);
+  auto* newest = ring.newest();
+  if (!newest || now - newest->sampled > s.stale_after)
+    return writer(route_reason::uninitialized);
+  if (proved(*newest, shape, s, now, backfill))
+    return std::nullopt;
+  // A head read with bounded reads off has no predicate that could ever hold.
+  if (!shape.upper && s.max_age.count() == 0)
+    return writer(route_reason::disabled);
+  return writer(route_reason::stale);
+}
+
+route_decision judge(const ring_snapshot& ring, const db::heartbeat_seen* seen,
+                     const read_shape& shape, const route_settings& s, clock::time_point now,
+                     std::optional<double> backfill) {
+  if (!seen || seen->epoch != ring.epoch || seen->schema_version < s.schema_version)
+    return writer(route_reason::reader_validation_error);
+  auto* entry = ring.proof_for(seen->token);
+  if (!entry)
+    return writer(route_reason::reader_token_behind);
+  if (auto d = proved(*entry, shape, s, now, backfill))
+    return *d;
+  return writer(route_reason::stale);
+}
+
+namespace {
+
+// Every routed read is counted once, under the decision that served it, and
+// logged at debug with the backend that read the page.
+void count(route_context& ctx, const read_shape& shape, const route_decision& d,
+           const std::string& backend) {
+  if (ctx.stats)
+    ctx.stats->count_route(shape.path, d.replica, to_string(d.reason));
+  if (log::enabled(log::level::debug))
+    log::debug("route", "read routed",
+               {{"path", std::string{shape.path}},
+                {"decision", d.replica ? "replica" : "writer"},
+                {"reason", std::string{to_string(d.reason)}},
+                {"backend", backend}});
+}
+
+}  // namespace
+
+routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::connection& writer_conn,
+                          const std::string& writer_backend, int64_t community_id,
+                          std::chrono::milliseconds read_budget, const read_fn& read) {
+  routed_outcome out;
+  auto to_writer = [&](route_decision d) {
+    out.decision = d;
+    count(ctx, shape, d, writer_backend);
+    return out;
+  };
+  bool have = ctx.replicas && !ctx.replicas->pools.empty() && ctx.ring;
+  auto ring = have ? ctx.ring->snapshot() : std::make_shared<const ring_snapshot>();
+  auto now = clock::now();
+  // The watermark is read only when a covered read is possible at all.
+  std::optional<double> backfill;
+  if (have && shape.upper) {
+    auto* newest = ring->newest();
+    if (newest && static_cast<double>(*shape.upper) < newest->fence_wall())
+      backfill = db::backfill_watermark(writer_conn, community_id);
+  }
+  if (auto d = precheck(have, *ring, shape, ctx.settings, now, backfill))
+    return to_writer(*d);
+
+  auto& set = *ctx.replicas;
+  auto& pool = *set.pools[set.next.fetch_add(1, std::memory_order_relaxed) % set.pools.size()];
+  auto lease = pool.acquire(ctx.settings.acquire_budget);
+  if (!lease)
+    return to_writer(writer(route_reason::reader_acquire_timeout));
+  const std::string backend = lease->backend();  // a discarded lease no longer has it
+  route_decision d;
+  try {
+    auto seen = db::begin_replica_read(lease->conn());
+    d = judge(*ring, seen ? &*seen : nullptr, shape, ctx.settings, clock::now(), backfill);
+    if (!d.replica) {
+      try {
+        db::end_replica_read(lease->conn());
+      } catch (const std::exception&) {
+        lease->discard();
+      }
+      return to_writer(d);
+    }
+    if (ctx.after_proof)
+      ctx.after_proof(backend);
+    db::read_budget budget{read_budget};
+    read(lease->conn(), &lease->prepared(), budget);
+    db::end_replica_read(lease->conn());
+    // The budget may have moved the session's statement_timeout (its
+    // statements run outside pqxx transactions): the next lease must not
+    // inherit it.
+    budget.end(lease->conn());
+    out.decision = d;
+    out.backend = backend;
+    count(ctx, shape, d, backend);
+    return out;
+  } catch (const pqxx::sql_error& e) {
+    lease->discard();
+    // The replica's own statement_timeout, armed by the read's budget: the
+    // read is too wide, and the writer would spend as long.
+    if (d.replica && e.sqlstate() == "57014") {
+      count(ctx, shape, d, backend);
+      throw;
+    }
+    log::warn("route", "replica read failed, read again on the writer",
+              {{"reader", pool.name()}, {"sqlstate", e.sqlstate()}, {"error", e.what()}});
+  } catch (const db::read_budget_spent&) {
+    lease->discard();
+    count(ctx, shape, d, backend);
+    throw;
+  } catch (const std::exception& e) {
+    // A broken connection (a stopped standby, the watchdog's shutdown, a
+    // recovery conflict that ended the session) or anything else.
+    lease->discard();
+    log::warn("route", "replica read failed, read again on the writer",
+              {{"reader", pool.name()}, {"error", e.what()}});
+  }
+  return to_writer(writer(route_reason::replica_error));
+}
+
+}  // namespace waggle

@@ -1,0 +1,47 @@
+-- 0010_replicas: the freshness proof of replica reads (docs/replicas.md).
+--
+-- replica_heartbeat: ONE row. Every node's heartbeat prober bumps `token` on
+-- the writer (so the tokens of all nodes are totally ordered) after sampling
+-- the fence; a replica that shows token T has replayed that commit and every
+-- commit before it. `epoch` changes when a token ever goes backwards (a
+-- restored or failed-over primary): proofs of the old epoch are void.
+CREATE TABLE replica_heartbeat (
+  id    int    PRIMARY KEY CHECK (id = 1),
+  token bigint NOT NULL,
+  epoch text   NOT NULL
+);
+INSERT INTO replica_heartbeat (id, token, epoch) VALUES (1, 0, gen_random_uuid()::text);
+
+-- The commit floor F: an event row whose created_at is at least
+-- clock_timestamp() - F when it is inserted is "on time"; the covered
+-- predicate relies on it (docs/replicas.md, "The proof"). F is above the
+-- relay's created_at window (900 s) with room for clock skew between nodes and
+-- the database. One definition, read by the trigger and by the prober.
+CREATE FUNCTION waggle_commit_floor_secs() RETURNS int
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT 960';
+
+-- Rows inserted with an older created_at (imports, clock skew, tests) are
+-- never refused: their community remembers the latest time one was inserted,
+-- and covered reads of that community stay on the writer until the fence
+-- passes it. Written only by late inserts, so on-time writes never touch it.
+CREATE TABLE history_backfill (
+  community_id bigint      PRIMARY KEY REFERENCES communities (id) ON DELETE CASCADE,
+  last_at      timestamptz NOT NULL
+);
+
+CREATE FUNCTION waggle_note_late_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO history_backfill (community_id, last_at)
+  VALUES (NEW.community_id, clock_timestamp())
+  ON CONFLICT (community_id)
+    DO UPDATE SET last_at = greatest(history_backfill.last_at, EXCLUDED.last_at);
+  RETURN NULL;
+END $$;
+
+-- The WHEN clause is evaluated without calling the function, so an on-time
+-- row costs one clock reading. clock_timestamp(), not transaction_timestamp():
+-- the proof needs the time of the insert itself (docs/replicas.md).
+CREATE TRIGGER events_note_late AFTER INSERT ON events
+  FOR EACH ROW
+  WHEN (NEW.created_at < extract(epoch FROM clock_timestamp()) - waggle_commit_floor_secs())
+  EXECUTE FUNCTION waggle_note_late_event();
