@@ -327,10 +327,22 @@ TEST_F(ReplicaPoolTest, the_watchdog_ends_a_read_blocked_on_a_stopped_backend) {
   ASSERT_TRUE(l.has_value());
   const int pid = l->backend_pid();
   ASSERT_EQ(::kill(pid, SIGSTOP), 0) << "the test must be able to signal the backend (root or its owner)";
+  // Failure detector: without a watchdog the read would hang for good (the
+  // stopped backend's kernel still acknowledges keepalives); resumed after 10 s
+  // it answers, and the EXPECT_THROW below fails instead.
+  gate done;
+  std::thread resumer([&] {
+    done.wait_for(10s);
+    ::kill(pid, SIGCONT);
+  });
   struct resume {
-    int pid;
-    ~resume() { ::kill(pid, SIGCONT); }
-  } resume_on_exit{pid};
+    gate& done;
+    std::thread& resumer;
+    ~resume() {
+      done.open();
+      resumer.join();
+    }
+  } resume_on_exit{done, resumer};
   auto t0 = steady::now();
   EXPECT_THROW(pqxx::nontransaction(l->conn()).exec("SELECT 1"), pqxx::broken_connection);
   EXPECT_LT(ms_since(t0), 500 + 150 + 1000) << "statement_timeout + grace + a margin";
