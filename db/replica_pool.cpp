@@ -99,6 +99,9 @@ std::optional<replica_pool::lease> replica_pool::acquire(std::chrono::millisecon
   std::optional<lease> out;
   {
     std::unique_lock lk(s.m);
+    const auto failures_before = s.counters.connect_failures.load();
+    bool probing = false;  // this call asked for the connect that tests a failing reader
+    bool asked = false;
     while (!s.stopping) {
       while (!s.idle.empty()) {
         auto slot = std::move(s.idle.back());
@@ -122,9 +125,25 @@ std::optional<replica_pool::lease> replica_pool::acquire(std::chrono::millisecon
       if (out)
         break;
       auto now = pool_clock::now();
-      if (s.failing && now < s.next_attempt)
-        break;  // the reader is down and the connector backs off: nothing is coming
-      if (s.open_locked() + s.wanted < s.opts.max_connections) {
+      if (s.failing) {
+        // The reader is down. Nothing is coming while the connector backs off
+        // or while another call's probe is in flight (against a blackholed
+        // reader that takes connect_timeout): miss at once. Once the backoff
+        // expires, this call probes and waits for it within its budget.
+        if (probing) {
+          if (s.counters.connect_failures.load() != failures_before)
+            break;
+        } else if (now < s.next_attempt || s.wanted > 0) {
+          break;
+        } else {
+          probing = true;
+          ++s.wanted;
+          s.demand.notify_one();
+        }
+      } else if (s.open_locked() + s.wanted < s.opts.max_connections && (!asked || s.wanted == 0)) {
+        // Asked again only once the earlier connect landed (and someone else
+        // took it) or failed: one call is one connection's worth of demand.
+        asked = true;
         ++s.wanted;
         s.demand.notify_one();
       }

@@ -109,9 +109,10 @@ class replica_pool {
 
   // ONE attempt: counts acquire_attempts once; waits at most `budget` for a
   // usable connection (asking the connector for one when below max); nullopt
-  // = miss (counts acquire_timeouts). Misses at once while the connector backs
-  // off after a failed connect. The lease is armed from here until it is
-  // given back (see above).
+  // = miss (counts acquire_timeouts). While the reader is failing, misses at
+  // once during the backoff and while another call's probe connect is in
+  // flight; the first call after the backoff probes and waits within its
+  // budget. The lease is armed from here until it is given back (see above).
   std::optional<lease> acquire(std::chrono::milliseconds budget);
 
   const replica_pool_counters& counters() const;

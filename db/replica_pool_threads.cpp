@@ -114,6 +114,11 @@ void run_connector(replica_pool_state& s) {
     s.demand.wait(lk, [&] { return s.stopping || s.wanted > 0; });
     if (s.stopping)
       return;
+    if (s.failing && pool_clock::now() < s.next_attempt) {
+      // acquire asks for no connect during backoff; this keeps it so anyway.
+      s.demand.wait_until(lk, s.next_attempt, [&] { return s.stopping; });
+      continue;
+    }
     lk.unlock();
     std::unique_ptr<replica_slot> slot;
     std::string error;

@@ -66,9 +66,12 @@ int closed_port() {
 }
 
 // Forwards loopback `listen_port` to `target_port` while it lives: a reader
-// that "comes up" on a port the pool already points at.
+// that "comes up" on a port the pool already points at. Target 0: a
+// blackholed reader, whose connections are accepted and never answered.
 class tcp_forwarder {
  public:
+  std::atomic<int> accepted{0};
+
   tcp_forwarder(int listen_port, int target_port) : target_(target_port) {
     lfd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -133,6 +136,12 @@ class tcp_forwarder {
         }
       if (fds[1].revents & POLLIN) {
         int c = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0)
+          ++accepted;
+        if (c >= 0 && target_ == 0) {
+          held_.push_back(c);
+          continue;
+        }
         int u = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         auto a = loopback(target_);
         if (c >= 0 && ::connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
@@ -148,11 +157,14 @@ class tcp_forwarder {
       ::close(a);
       ::close(b);
     }
+    for (int c : held_)
+      ::close(c);
   }
 
   int target_;
   int lfd_ = -1;
   int stop_[2] = {-1, -1};
+  std::vector<int> held_;
   std::thread thread_;
 };
 
@@ -290,6 +302,32 @@ TEST_F(ReplicaPoolTest, a_down_reader_misses_fast_without_blocking_and_is_picked
   ASSERT_FALSE(reports.empty());
   EXPECT_EQ(reports.front(), db::session_report::connect_failed);
   EXPECT_EQ(reports.back(), db::session_report::reconnected);
+}
+
+TEST_F(ReplicaPoolTest, a_blackholed_reader_costs_one_budget_per_backoff_not_one_per_read) {
+  // libpq waits connect_timeout (2 s) for a reader that accepts and never
+  // answers; the pool must not make every read wait for that.
+  const int port = closed_port();
+  tcp_forwarder blackhole(port, 0);  // outlives the pool, whose connector may still be waiting
+  auto settings = parse_conninfo(url());
+  settings["port"] = std::to_string(port);
+  db::replica_pool pool(options("reader-hole", 2, keyword_form(settings)));
+  auto t0 = steady::now();
+  EXPECT_FALSE(pool.acquire(200ms).has_value());
+  EXPECT_GE(ms_since(t0), 200) << "a first connect may succeed: it is waited for";
+  ASSERT_TRUE(eventually([&] { return pool.counters().connect_failures.load() == 1; }, 10s));
+  // The backoff (100 ms) expires; the next call probes and waits its budget.
+  std::this_thread::sleep_for(150ms);
+  std::thread prober([&] { EXPECT_FALSE(pool.acquire(1500ms).has_value()); });
+  EXPECT_TRUE(eventually([&] { return blackhole.accepted.load() == 2; }));
+  for (int i = 0; i < 5; ++i) {
+    auto t = steady::now();
+    EXPECT_FALSE(pool.acquire(1500ms).has_value());
+    EXPECT_LT(ms_since(t), 500) << "another call's probe is in flight: nothing to wait for";
+  }
+  prober.join();
+  EXPECT_EQ(blackhole.accepted.load(), 2) << "one probe, not one connect per read";
+  EXPECT_EQ(pool.counters().acquire_timeouts.load(), 7u);
 }
 
 TEST_F(ReplicaPoolTest, at_max_a_waiter_gets_the_connection_given_back_or_misses_after_its_budget) {
