@@ -265,6 +265,18 @@ TEST_F(ReplicaPoolTest, sessions_are_read_only_with_statement_timeout_from_url_a
   }
 }
 
+TEST_F(ReplicaPoolTest, on_a_unix_socket_the_backend_reads_local_and_the_port) {
+  std::string dir = pqxx::nontransaction(conn()).exec("SHOW unix_socket_directories")[0][0].as<std::string>();
+  dir = dir.substr(0, dir.find(','));
+  ASSERT_FALSE(dir.empty()) << "the test cluster listens on no Unix socket";
+  auto settings = parse_conninfo(url());
+  settings["host"] = dir;
+  db::replica_pool pool(options("reader-sock", 1, keyword_form(settings)));
+  auto l = pool.acquire(5s);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->backend(), "local:" + settings["port"] + " pid=" + std::to_string(select_pid(l->conn())));
+}
+
 TEST_F(ReplicaPoolTest, a_down_reader_misses_fast_without_blocking_and_is_picked_up_when_it_comes) {
   const int port = closed_port();
   auto settings = parse_conninfo(url());
