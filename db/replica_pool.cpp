@@ -62,8 +62,9 @@ replica_pool::replica_pool(replica_pool_options o) : state_(std::make_shared<rep
   s.opts = std::move(o);
   s.opts.max_connections = std::max<size_t>(s.opts.max_connections, 1);
   try {
-    s.conninfo = replica_conninfo(s.opts.url, s.opts.name,
-                                  s.opts.statement_timeout + s.opts.watchdog_grace);
+    auto unacked = s.opts.statement_timeout.count() > 0 ? s.opts.statement_timeout + s.opts.watchdog_grace
+                                                        : std::chrono::milliseconds(0);
+    s.conninfo = replica_conninfo(s.opts.url, s.opts.name, unacked);
   } catch (const std::invalid_argument&) {
     // Left empty: every connect fails (and backs off) with that reason, and the
     // owner hears it through `report`, like any other unreachable reader.
@@ -113,7 +114,9 @@ std::optional<replica_pool::lease> replica_pool::acquire(std::chrono::millisecon
           dead.push_back(std::move(slot));
           continue;
         }
-        slot->deadline = pool_clock::now() + s.opts.statement_timeout + s.opts.watchdog_grace;
+        slot->deadline = s.opts.statement_timeout.count() > 0
+                           ? pool_clock::now() + s.opts.statement_timeout + s.opts.watchdog_grace
+                           : pool_clock::time_point::max();  // no timeout: nothing to enforce
         slot->fired = false;
         s.armed.push_back(slot.get());
         s.counters.active++;

@@ -51,7 +51,7 @@ struct replica_pool_options {
   std::string url;                 // libpq URL or conninfo of one reader; never logged
   std::string name;                // "reader-0": logs and metric labels
   size_t max_connections = 4;      // 0 is taken as 1
-  std::chrono::milliseconds statement_timeout{5000};  // SET statement_timeout on every new connection
+  std::chrono::milliseconds statement_timeout{5000};  // SET statement_timeout on every new connection; 0: none, and no watchdog
   std::chrono::milliseconds watchdog_grace{150};      // a lease older than statement_timeout + grace gets its socket shut down
   session_reporter report;         // connect_failed / reconnected / connection_lost, for the owner's logs
 };
@@ -64,10 +64,11 @@ struct replica_pool_counters {     // atomics, read by the metrics renderer
 
 // The conninfo a pool connects with: `url` (URL or key=value form, parsed by
 // libpq) plus connect_timeout=2, TCP keepalives (idle 5 s, interval 2 s, 3
-// probes), tcp_user_timeout and application_name=waggle-<name>, in key=value
-// form. These settings replace any the URL gives. Throws std::invalid_argument
-// when libpq cannot parse `url` (the message never quotes the URL: it may hold
-// a password).
+// probes), tcp_user_timeout (the pool passes statement_timeout + grace; 0 =
+// the system's) and application_name=waggle-<name>, in key=value form. These
+// settings replace any the URL gives. Throws std::invalid_argument when libpq
+// cannot parse `url` (the message never quotes the URL: it may hold a
+// password).
 std::string replica_conninfo(const std::string& url, const std::string& name,
                              std::chrono::milliseconds tcp_user_timeout);
 

@@ -45,7 +45,7 @@ std::string replica_conninfo(const std::string& url, const std::string& name,
     {"keepalives_idle", "5"},
     {"keepalives_interval", "2"},
     {"keepalives_count", "3"},
-    {"tcp_user_timeout", std::to_string(std::max<int64_t>(tcp_user_timeout.count(), 1))},
+    {"tcp_user_timeout", std::to_string(std::max<int64_t>(tcp_user_timeout.count(), 0))},
     {"application_name", "waggle-" + name},
   };
   char* error = nullptr;

@@ -425,6 +425,22 @@ TEST_F(ReplicaPoolTest, a_lease_given_back_after_the_watchdog_fired_is_discarded
   EXPECT_NE(next->backend_pid(), pid);
 }
 
+TEST_F(ReplicaPoolTest, without_a_statement_timeout_there_is_no_watchdog_either) {
+  auto o = options("reader-untimed", 1);
+  o.statement_timeout = 0ms;
+  o.watchdog_grace = 50ms;
+  db::replica_pool pool(o);
+  {
+    auto l = pool.acquire(5s);
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(show(l->conn(), "statement_timeout"), "0");
+    std::this_thread::sleep_for(200ms);  // four times the grace
+    EXPECT_EQ(select_pid(l->conn()), l->backend_pid());
+  }
+  EXPECT_EQ(pool.counters().watchdog_fired.load(), 0u);
+  EXPECT_EQ(pool.counters().idle.load(), 1);
+}
+
 TEST_F(ReplicaPoolTest, a_lease_given_back_inside_a_transaction_block_is_discarded) {
   db::replica_pool pool(options("reader-x", 1));
   // An open block, and one that failed (still open until ROLLBACK).
