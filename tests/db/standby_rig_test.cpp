@@ -4,13 +4,12 @@
 // pause_replay keeps a shipped row invisible, ./scripts/pg stops and starts it, and a recovery
 // conflict cancels a standby read within max_standby_streaming_delay instead of stalling replay.
 //
-// Red checks, run: the standby stopped by hand (./scripts/pg stop standby) before the run:
-// every test fails in SetUp... no: make_healthy() starts it again, so instead the standby's
-// primary_conninfo pointed at a closed port: IsAStreamingStandbyOfTheTestPrimary fails (no
-// streaming row in pg_stat_replication, the WAL receiver not streaming) and the replay tests
-// fail in wait_replayed. pause_replay made a no-op: PausedReplayHidesAShippedRow fails (the row
-// is visible). max_standby_streaming_delay = -1: ARecoveryConflictCancelsAStandbyRead fails
-// (replay waits for the standby transaction, wait_replayed times out).
+// Red checks, run: the standby's primary_conninfo pointed at a closed port (running, not
+// streaming): every test fails in SetUp, make_healthy() "the standby does not stream from the
+// primary". pause_replay() made a no-op: PausedReplayHidesAShippedRowUntilResumed fails (state
+// "not paused", the row visible). ALTER SYSTEM SET max_standby_streaming_delay = -1 on the
+// standby: ARecoveryConflictCancelsAStandbyRead fails (replay waits behind the standby
+// transaction; wait_replayed times out at 10 s).
 
 #include <pqxx/pqxx>
 
