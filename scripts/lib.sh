@@ -7,6 +7,9 @@
 #   WAGGLE_PORT          relay port of ./scripts/run (default 7777)
 #   WAGGLE_PG_PORT       port of the private PostgreSQL of ./scripts/run (default 55433)
 #   WAGGLE_TEST_PG_PORT  port of the private PostgreSQL of ./scripts/test (default 55434)
+#   WAGGLE_TEST_STANDBY_PORT  port of its streaming standby (default WAGGLE_TEST_PG_PORT + 10)
+#   WAGGLE_STANDBY_PORT  port of the standby of the run cluster, WAGGLE_REPLICAS=1 (default
+#                        WAGGLE_PG_PORT + 10)
 #   WAGGLE_DATABASE_URL  ./scripts/run uses this database and starts no PostgreSQL
 #   WAGGLE_BUILD_DIR     build tree (default: <checkout>/build/release)
 #   WAGGLE_BUILD_JOBS    parallel compile jobs (default 2)
@@ -17,6 +20,8 @@ WAGGLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 : "${WAGGLE_PORT:=7777}"
 : "${WAGGLE_PG_PORT:=55433}"
 : "${WAGGLE_TEST_PG_PORT:=55434}"
+: "${WAGGLE_TEST_STANDBY_PORT:=$((WAGGLE_TEST_PG_PORT + 10))}"
+: "${WAGGLE_STANDBY_PORT:=$((WAGGLE_PG_PORT + 10))}"
 : "${WAGGLE_BUILD_DIR:=$WAGGLE_ROOT/build/release}"
 : "${WAGGLE_BUILD_JOBS:=2}"
 WAGGLE_PG_BIN=${WAGGLE_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -93,14 +98,24 @@ wg_binary() { printf '%s/waggle\n' "$WAGGLE_BUILD_DIR"; }
 # by the postgresql-15 package) or, where that is missing, `waggle-pg`. That user must be able
 # to reach the data directory; when the checkout sits under a path it cannot traverse (a
 # root-only 0700 parent), the cluster goes to /var/tmp/waggle-<hash of the path>/NAME instead.
+#
+# The streaming standbys (wg_standby_start) are clusters too: `standby` (alias `test-standby`,
+# port $WAGGLE_TEST_STANDBY_PORT, "$WAGGLE_DATA_DIR/pg-test-standby") of `test`, and
+# `run-standby` (port $WAGGLE_STANDBY_PORT, "$WAGGLE_DATA_DIR/pg-standby") of `run`. For them
+# WG_PG_STANDBY=1 and WG_PG_PRIMARY names the primary; 0 and empty otherwise.
 wg_pg_select() {
-  local sub
+  local sub name=$1
+  WG_PG_STANDBY=0 WG_PG_PRIMARY=
   case $1 in
     run) WG_PG_PORT=$WAGGLE_PG_PORT sub=pg ;;
     test) WG_PG_PORT=$WAGGLE_TEST_PG_PORT sub=pg-test ;;
-    *) wg_die "wg_pg_select: unknown cluster '$1'" ;;
+    standby | test-standby)
+      WG_PG_PORT=$WAGGLE_TEST_STANDBY_PORT sub=pg-test-standby name=standby
+      WG_PG_STANDBY=1 WG_PG_PRIMARY=test ;;
+    run-standby) WG_PG_PORT=$WAGGLE_STANDBY_PORT sub=pg-standby WG_PG_STANDBY=1 WG_PG_PRIMARY=run ;;
+    *) wg_die "wg_pg_select: unknown cluster '$1' (run, test, standby, run-standby)" ;;
   esac
-  WG_PG_NAME=$1
+  WG_PG_NAME=$name
   local dir=$WAGGLE_DATA_DIR/$sub hash
   hash=$(printf '%s' "$(wg_abspath "$WAGGLE_DATA_DIR")" | sha256sum | cut -c1-12)
   local fallback=/var/tmp/waggle-$hash/$sub
@@ -162,6 +177,7 @@ wg_port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 wg_pg_init() {
   [ -f "$WG_PGDATA/PG_VERSION" ] && return 0
+  [ "$WG_PG_STANDBY" = 1 ] && wg_die "no standby in $WG_PGDATA (wg_standby_start makes one)"
   wg_log "creating PostgreSQL 15 cluster in $WG_PGDATA (owner: $WG_PG_OSUSER)"
   if wg_is_root; then
     mkdir -p "$(dirname "$WG_PGDATA")"
@@ -211,9 +227,26 @@ synchronous_commit = on
 full_page_writes = on
 wal_level = replica
 max_wal_senders = 10
+# WAL kept for a standby that was stopped a while (no slot: a standby deleted by hand must
+# never pin WAL forever); one that falls further behind is re-made by wg_standby_start.
+wal_keep_size = 512MB
 timezone = 'UTC'
 log_timezone = 'UTC'
 log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+  [ "${WG_PG_STANDBY:-0}" = 1 ] || return 0
+  wg_pg_write_file -a waggle.conf <<'EOF'
+# A hot standby for replica tests (scripts/lib.sh, wg_standby_start).
+hot_standby = on
+# Replica tests force recovery conflicts: a standby query in the way of replay is cancelled
+# after 500 ms, and the primary never hears which rows a standby query still needs.
+max_standby_streaming_delay = 500ms
+max_standby_archive_delay = 500ms
+hot_standby_feedback = off
+# Replay positions reach the primary (pg_stat_replication) within a second, and the standby
+# reconnects within a second of a primary restart.
+wal_receiver_status_interval = 1s
+wal_retrieve_retry_interval = 1s
 EOF
 }
 
@@ -235,7 +268,12 @@ wg_pg_start() {
     return 0
   fi
   if wg_port_busy "$WG_PG_PORT"; then
-    wg_die "port $WG_PG_PORT on 127.0.0.1 is already in use by another process (see: ss -ltnp 'sport = :$WG_PG_PORT'); choose another port with WAGGLE_$( [ "$WG_PG_NAME" = test ] && echo TEST_ )PG_PORT=NNNN"
+    local var
+    case $WG_PG_NAME in
+      run) var=WAGGLE_PG_PORT ;; test) var=WAGGLE_TEST_PG_PORT ;;
+      standby) var=WAGGLE_TEST_STANDBY_PORT ;; run-standby) var=WAGGLE_STANDBY_PORT ;;
+    esac
+    wg_die "port $WG_PG_PORT on 127.0.0.1 is already in use by another process (see: ss -ltnp 'sport = :$WG_PG_PORT'); choose another port with $var=NNNN"
   fi
   if [ "$WG_PG_SOCKDIR" != "$WG_PGDATA" ]; then
     mkdir -p "$WG_PG_SOCKDIR" && chmod 700 "$WG_PG_SOCKDIR"
@@ -278,6 +316,136 @@ wg_db_drop() { wg_psql "$1" -c "DROP DATABASE IF EXISTS \"$2\" WITH (FORCE)"; }
 
 # Replaces the database part of a postgresql:// URL.
 wg_url_with_db() { printf '%s/%s\n' "${1%/*}" "$2"; }
+
+# --- Streaming standbys ---------------------------------------------------------------------
+# A standby is a copy of its primary (`pg_basebackup -R`, as the primary's OS user) replaying
+# its WAL as it streams over loopback TCP: hot (read-only queries), on its own port, with the
+# settings of wg_pg_write_conf plus the standby lines there. Replica tests pause its replay,
+# stop it and force recovery conflicts on it (docs/testing.md, "The standby").
+
+# Database system identifier of the selected cluster (empty when it has no data dir).
+wg_pg_sysid() {
+  [ -f "$WG_PGDATA/global/pg_control" ] || return 0
+  wg_pg_as_owner "$WAGGLE_PG_BIN/pg_controldata" "$WG_PGDATA" 2>/dev/null |
+    sed -n 's/^Database system identifier:[[:space:]]*//p'
+}
+
+# 0 when the selected standby is up and its WAL receiver streams from the primary.
+wg_standby_streaming() {
+  [ "$(wg_psql "$(wg_pg_url postgres)" -tAc 'SELECT status FROM pg_stat_wal_receiver' 2>/dev/null)" = streaming ]
+}
+
+wg_standby_wait_streaming() { # SECONDS
+  local deadline=$((SECONDS + $1))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    wg_standby_streaming && return 0
+    sleep 0.2
+  done
+  wg_standby_streaming
+}
+
+# The selected primary must take replication connections from loopback: clusters made by
+# wg_pg_init allow them; an older pg_hba.conf gets the line (and a reload).
+wg_pg_ensure_replication() {
+  local level
+  level=$(wg_psql "$(wg_pg_url postgres)" -tAc 'SHOW wal_level') ||
+    wg_die "cannot query the $WG_PG_NAME cluster on port $WG_PG_PORT"
+  [ "$level" != minimal ] ||
+    wg_die "the $WG_PG_NAME cluster runs with wal_level minimal; restart it: ./scripts/pg stop $WG_PG_NAME && ./scripts/pg start $WG_PG_NAME"
+  if ! grep -Eq '^[[:space:]]*host[[:space:]]+replication[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' \
+    "$WG_PGDATA/pg_hba.conf"; then
+    wg_log "allowing loopback replication connections in $WG_PGDATA/pg_hba.conf"
+    printf 'host    replication  all   127.0.0.1/32   trust\n' | wg_pg_write_file -a pg_hba.conf
+    wg_pg_ctl reload >/dev/null
+  fi
+}
+
+# Stops the selected standby and deletes its data dir (only ever a standby's).
+wg_standby_remove() {
+  wg_pg_stop
+  if [ -f "$WG_PGDATA/PG_VERSION" ] && [ ! -f "$WG_PGDATA/standby.signal" ]; then
+    wg_die "$WG_PGDATA holds a cluster that is not a standby (no standby.signal); not deleting it: move it away by hand"
+  fi
+  rm -rf "$WG_PGDATA"
+}
+
+# wg_standby_basebackup PRIMARY_PORT: copies the primary into the (absent) standby data dir.
+wg_standby_basebackup() {
+  local log=$WAGGLE_DATA_DIR/basebackup-$WG_PG_NAME.log
+  wg_log "creating the standby cluster $WG_PG_NAME in $WG_PGDATA: pg_basebackup -R from 127.0.0.1:$1 (OS user $WG_PG_OSUSER)"
+  if wg_is_root; then
+    mkdir -p "$(dirname "$WG_PGDATA")"
+    chmod a+rx "$(dirname "$WG_PGDATA")"
+  fi
+  mkdir -p "$WG_PGDATA"
+  chmod 700 "$WG_PGDATA"
+  wg_is_root && chown "$WG_PG_OSUSER:" "$WG_PGDATA"
+  # application_name lands in primary_conninfo: pg_stat_replication names the standby.
+  if ! wg_pg_as_owner "$WAGGLE_PG_BIN/pg_basebackup" -D "$WG_PGDATA" -R -X stream -c fast \
+    -d "host=127.0.0.1 port=$1 user=$WAGGLE_PG_SUPERUSER application_name=waggle_$WG_PG_NAME" \
+    >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -rf "$WG_PGDATA"
+    wg_die "pg_basebackup from 127.0.0.1:$1 failed"
+  fi
+  # The primary's server log came along; the standby starts its own.
+  rm -f "$WG_PGDATA/server.log"
+}
+
+# wg_standby_start: with a standby selected (wg_pg_select standby|run-standby) and its primary
+# running, makes sure it runs and streams: re-made from scratch when it copies another cluster
+# (the primary's data dir was made again) or does not stream within 30 s (it fell behind the
+# WAL the primary keeps). Sets WG_PG_STARTED=1 when this call started it; dies on failure.
+wg_standby_start() {
+  local name=$WG_PG_NAME primary=$WG_PG_PRIMARY p_port p_owner p_sysid s_sysid made=0 started=0
+  [ "$WG_PG_STANDBY" = 1 ] || wg_die "wg_standby_start: $name is not a standby"
+  wg_pg_select "$primary"
+  if ! wg_pg_running || [ "$(wg_pg_running_port)" != "$WG_PG_PORT" ]; then
+    wg_die "the $primary cluster is not running on port $WG_PG_PORT; start it first: ./scripts/pg start $primary"
+  fi
+  p_port=$WG_PG_PORT p_owner=$WG_PG_OSUSER
+  p_sysid=$(wg_pg_sysid)
+  [ -n "$p_sysid" ] || wg_die "cannot read the system identifier of $WG_PGDATA"
+  wg_pg_ensure_replication
+  wg_pg_select "$name"
+  [ "$WG_PG_PORT" != "$p_port" ] || wg_die "the standby $name and its primary are both set to port $p_port"
+  [ -f "$WG_PGDATA/PG_VERSION" ] || WG_PG_OSUSER=$p_owner
+  s_sysid=$(wg_pg_sysid)
+  if [ -n "$s_sysid" ] && [ "$s_sysid" != "$p_sysid" ]; then
+    wg_log "the standby in $WG_PGDATA copies another cluster (system identifier $s_sysid, $primary's is $p_sysid): making it again"
+    wg_standby_remove
+  fi
+  if [ ! -f "$WG_PGDATA/PG_VERSION" ]; then
+    wg_standby_basebackup "$p_port"
+    made=1
+  fi
+  wg_pg_start
+  started=$WG_PG_STARTED
+  if ! wg_standby_wait_streaming 30; then
+    [ "$made" = 1 ] && {
+      tail -n 20 "$WG_PGDATA/server.log" >&2
+      wg_die "the new standby $name (port $WG_PG_PORT) does not stream from $primary (port $p_port)"
+    }
+    wg_log "the standby $name does not stream from $primary within 30 s; last lines of its log:"
+    tail -n 10 "$WG_PGDATA/server.log" >&2 || true
+    wg_log "making it again"
+    wg_standby_remove
+    wg_standby_basebackup "$p_port"
+    wg_pg_start
+    started=1
+    if ! wg_standby_wait_streaming 30; then
+      tail -n 20 "$WG_PGDATA/server.log" >&2
+      wg_die "the new standby $name (port $WG_PG_PORT) does not stream from $primary (port $p_port)"
+    fi
+  fi
+  WG_PG_STARTED=$started
+  wg_log "standby $name streaming from $primary (127.0.0.1:$p_port) on 127.0.0.1:$WG_PG_PORT"
+}
+
+# Replay state of the selected standby: "not paused", "pause requested" or "paused".
+wg_standby_replay_state() {
+  wg_psql "$(wg_pg_url postgres)" -tAc 'SELECT pg_get_wal_replay_pause_state()'
+}
 
 # --- Relay helpers (tests) ----------------------------------------------------------------
 # HTTP status of GET http://127.0.0.1:PORT/PATH, or 000 when nothing answers (no curl needed).
