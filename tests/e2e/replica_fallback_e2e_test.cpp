@@ -12,10 +12,13 @@
 //  8. a same-epoch token regression on the writer rotates the epoch; a replica still on the
 //     old epoch passes no validation (`writer/reader_validation_error`) until it replays.
 //
-// Red checks: written before the routing core; against the binary without it every test fails
-// at the node's start (unknown option --read-database-url). To run once the core is merged: the
-// bounded predicate without its age check (2 goes red), a retry of the acquire (3: attempts
-// twice the reads), the epoch check removed from validation (8).
+// Written before the routing core was merged here; against the binary without it every test
+// fails at the node's start (unknown option). Run against the core17 binary (da52f7b; the
+// database migrated by that binary): all five pass.
+// Red checks, run on that binary: --replica-read-max-age-ms 60000 instead of 2000 in the paused
+// test: it fails (reads stay `replica/bounded`). The migration test in its first form (a ledger
+// version the node does not know, 9000): covered reads and COUNT stayed on the replica, so the
+// test now makes the replica lag on the node's own newest migration.
 
 #include "tests/e2e/replica_e2e_fixture.hpp"
 

@@ -9,11 +9,13 @@
 //     acknowledged is found at once by its REQ and its search (from the writer), while another
 //     connection's bounded read is still served, without it, by the paused replica.
 //
-// Red checks: written before the routing core; against the binary without it every test fails
-// at the node's start (unknown option --read-database-url). To run once the core is merged:
-// --read-database-url pointed at the primary (must-show 1's backend check goes red), the
-// read-your-write fence removed (must-show 9 goes red), a replica read without the community
-// predicate (must-show 7).
+// Written before the routing core was merged here; against the binary without it every test
+// fails at the node's start (unknown option). Run against the core17 binary (da52f7b; the
+// database migrated by that binary): history and COUNT paths pass; the backend checks fail
+// only on the contract's `reader=reader-0` field, which that binary's debug line lacks; the
+// search parts fail ("unsupported filter field: search") until NIP-50 lands.
+// Red check, run on that binary: --read-database-url pointed at the primary instead of the
+// standby: HealthyStandbyServesCoveredHistoryReads fails (backend 127.0.0.1:<primary port>).
 
 #include "tests/e2e/replica_e2e_fixture.hpp"
 
