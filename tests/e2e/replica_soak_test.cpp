@@ -114,11 +114,21 @@ int64_t standby_sessions(const std::string& db, bool idle_in_transaction) {
 }
 
 // The node's sessions on the primary (nobody else connects to this scratch database).
+const char* node_backends = "FROM pg_stat_activity WHERE datname = $1 "
+                            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()";
 int64_t primary_sessions(const std::string& db) {
-  return scalar(pgtest::admin_url(),
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
-                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
-                db);
+  return scalar(pgtest::admin_url(), std::string("SELECT count(*) ") + node_backends, db);
+}
+// Each of them: pid, when it connected, its last statement (to name a newcomer).
+std::map<int, std::string> primary_backends(const std::string& db) {
+  pqxx::connection c(pgtest::admin_url());
+  pqxx::nontransaction tx(c);
+  std::map<int, std::string> out;
+  for (auto row : tx.exec_params(std::string("SELECT pid, to_char(backend_start, 'HH24:MI:SS') "
+                                             "|| ' ' || state || ' ' || left(regexp_replace(query, "
+                                             "'\\s+', ' ', 'g'), 90) ") + node_backends, db))
+    out[row[0].as<int>()] = row[1].is_null() ? "" : row[1].c_str();
+  return out;
 }
 
 class replica_soak : public node_e2e {
@@ -133,7 +143,9 @@ class replica_soak : public node_e2e {
       cfg.ttl_reap_seconds = 1;  // every periodic session has connected before the baseline
     };
     node_e2e::SetUpTestSuite();
+    node_started_ = steady::now();
   }
+  static inline steady::time_point node_started_;
 
   // Kind 1 rows from 25 minutes ago and older, below the fence wall of any
   // proof taken after them (inserted late: the community's watermark is now).
@@ -207,8 +219,24 @@ TEST_F(replica_soak, MixedLoadLeavesNoOpenTransactionNoLeakAndCountsEveryDecisio
   // before the baseline.
   auto before = read_figures(port_);
   run_clients(steady::now() + 30s, 12);
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i)
+      threads.emplace_back([&, i] { soak::client(*conns[i], keys[i], i, old_until, tally).burst(6); });
+    for (auto& t : threads)
+      t.join();
+  }
   std::this_thread::sleep_for(1500ms);  // the 1 s reapers have run
+  // The listener registry opens its session at its first reap, 60 s after
+  // the node started (its interval is fixed): idle until then, so that the
+  // baseline holds every session the node opens on its own.
+  std::this_thread::sleep_until(node_started_ + 62s);
+  // The relay closed the idle sockets meanwhile (they answered no ping): new ones.
+  for (int i = 0; i < clients; ++i)
+    conns[i] = login("alpha.test", keys[i]);
+  ASSERT_FALSE(HasFailure());
   const int64_t primary_baseline = primary_sessions(db_->name());
+  const auto baseline_backends = primary_backends(db_->name());
   const uint64_t warm_up_ops = tally.operations();
 
   // The soak: clients, and replay paused a few times under them.
@@ -314,6 +342,11 @@ TEST_F(replica_soak, MixedLoadLeavesNoOpenTransactionNoLeakAndCountsEveryDecisio
   EXPECT_TRUE(pgtest::eventually([&] { return standby_sessions(db_->name(), false) == pool_open; }, 5s))
     << "standby sessions " << standby_sessions(db_->name(), false) << ", pool open " << pool_open;
   EXPECT_EQ(on_primary, primary_baseline);
+  for (auto& [pid, what] : primary_backends(db_->name()))
+    if (!baseline_backends.contains(pid))
+      std::printf("[ figures  ] primary backend new since the baseline: pid %d %s\n", pid, what.c_str());
+  for (auto& [pid, what] : on_primary == primary_baseline ? decltype(baseline_backends){} : baseline_backends)
+    std::printf("[ figures  ] primary backend at the baseline: pid %d %s\n", pid, what.c_str());
   // (c) Every routed read counted once, under its path.
   EXPECT_EQ(delta(""), routed_issued);
   EXPECT_EQ(delta("count"), tally.counts.load());

@@ -7,6 +7,7 @@
 // the node's route decisions; every frame that is not the answer it waits for
 // is checked, so an error anywhere (NOTICE, CLOSED, OK false, no EOSE) is seen.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -78,6 +79,25 @@ class client {
   client(gateway::ws_client& c, std::string sk, int n, int64_t old_until, tally& t)
     : c_(c), sk_(std::move(sk)), n_(n), old_until_(old_until), t_(t) {}
 
+  // `n` COUNTs sent at once, then their answers: with every client doing it
+  // together, more reads wait at the node than it has reader sessions, so
+  // every one of them has opened its connection.
+  void burst(int n) {
+    std::vector<std::string> subs;
+    for (int i = 0; i < n; ++i) {
+      subs.push_back(next_sub("b"));
+      ++t_.counts;
+      c_.send_text("[\"COUNT\",\"" + subs.back() + "\",{\"kinds\":[1]}]");
+    }
+    size_t answered = 0;
+    await([&](const rapidjson::Document& d, const std::string&) {
+      if (std::string_view(d[0].GetString()) == "COUNT"
+          && std::find(subs.begin(), subs.end(), d[1].GetString()) != subs.end())
+        ++answered;
+      return answered == subs.size();
+    }, "COUNTs of a burst");
+  }
+
   // One operation of the mix, chosen by the step number.
   void step(uint64_t k) {
     auto word = words()[(k + static_cast<uint64_t>(n_)) % words().size()];
@@ -99,7 +119,10 @@ class client {
   }
 
  private:
-  std::string next_sub(const char* prefix) { return prefix + std::to_string(++subs_); }
+  std::string next_sub(std::string prefix) {
+    prefix.append(std::to_string(++subs_));
+    return prefix;
+  }
 
   void publish(int32_t kind, std::string content, std::vector<proto::tag> tags) {
     auto ev = test::event_builder{sk_}.kind(kind).at(now_unix()).content(std::move(content))
