@@ -26,6 +26,13 @@
 //    the OLD epoch and an older token; the ring sees "epoch changed", keeps
 //    the new entries, and a replica still showing the old history at a higher
 //    token validates against them.
+//
+// Red checks as run (core17 da52f7b): all four fail. With three trial fixes
+// applied (not committed; production code is not ours to change) all four
+// pass: the probe counting state = 'disabled' as hidden (1); run_routed
+// answering a replica 57014 as replica_error, the writer re-reading (2, 3;
+// the real fix must still tell a spent budget apart); the prober rotating
+// when the epoch changes to one whose token is at most its highest (4).
 
 #include <atomic>
 #include <chrono>
