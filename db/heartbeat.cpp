@@ -12,16 +12,18 @@ namespace {
 // backends of this database can write its rows; autovacuum never inserts
 // events and may run for minutes. A backend of another role shows no
 // xact_start to a role without pg_read_all_stats, and a prepared (two-phase)
-// transaction is in no backend at all: with either, nothing is provable.
+// transaction is in no backend at all, and a session with track_activities
+// off (state 'disabled') publishes no xact_start: with any, nothing is
+// provable.
 const char* const probe_sql = R"SQL(
 WITH act AS MATERIALIZED (
   SELECT min(xact_start) FILTER (WHERE query IS DISTINCT FROM '<insufficient privilege>') AS oldest,
-         count(*) FILTER (WHERE query = '<insufficient privilege>') AS hidden
+         count(*) FILTER (WHERE query = '<insufficient privilege>' OR state = 'disabled') AS hidden
     FROM pg_stat_activity
    WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database())
      AND pid <> pg_backend_pid()
      AND backend_type IS DISTINCT FROM 'autovacuum worker'
-     AND (xact_start IS NOT NULL OR query = '<insufficient privilege>')
+     AND (xact_start IS NOT NULL OR query = '<insufficient privilege>' OR state = 'disabled')
 )
 UPDATE replica_heartbeat SET token = token + 1 WHERE id = 1
 RETURNING token, epoch,

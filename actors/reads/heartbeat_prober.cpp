@@ -44,7 +44,21 @@ void heartbeat_prober_state::probe(pqxx::connection& conn) {
   // committed before the probe's statement started.
   auto sampled = ring_entry::clock::now();
   auto p = db::probe_heartbeat(conn);
+  const int64_t seen_before_probe = highest_token;
   highest_token = std::max(highest_token, p.token);
+  // Another epoch is a fresh history only if its token is above every token
+  // seen: a real rotation always moves past them. An older token there means
+  // a history that went back (a restored backup of an earlier epoch), whose
+  // old replicas would otherwise validate again (red-team finding 4).
+  bool epoch_went_back = ring->snapshot()->epoch != p.epoch && p.token <= seen_before_probe;
+  if (epoch_went_back) {
+    log::warn("heartbeat_prober", "heartbeat epoch changed to an older token: rotating the epoch",
+              {{"token", std::to_string(p.token)}, {"epoch", p.epoch}});
+    ring->reset(p.epoch);
+    rotation_due = true;
+    rotate(conn);
+    return;
+  }
   if (!p.provable) {
     if (!warned_unprovable)
       log::warn("heartbeat_prober",

@@ -124,6 +124,13 @@ int64_t reader_session_state::read_clock() const { return env.sources.unix_now()
 
 namespace {
 
+bool any_search(const std::vector<proto::filter>& filters) {
+  for (auto& f : filters)
+    if (f.search)
+      return true;
+  return false;
+}
+
 ring_entry::clock::time_point steady_at(int64_t ns) {
   return ring_entry::clock::time_point{std::chrono::nanoseconds{ns}};
 }
@@ -166,7 +173,7 @@ history_reply reader_session_state::on_history(const history_request& req) {
     reply.grants = std::move(access.grants);
     reply.community = std::move(access.community);
     auto shape = shape_of(req.filters, &req.page, steady_at(req.read_after_ns));
-    shape.path = "history";
+    shape.path = any_search(req.filters) ? "search" : "history";
     db::history_page_result page;
     routed(shape, conn, req.community_id, budget,
            [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
@@ -187,7 +194,7 @@ count_reply reader_session_state::on_count(const count_request& req) {
       return;
     }
     auto shape = shape_of(req.filters, nullptr, steady_at(req.read_after_ns));
-    shape.path = "count";
+    shape.path = any_search(req.filters) ? "search" : "count";
     routed(shape, conn, req.community_id, budget,
            [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
              reply.count = db::count_events(c, req.community_id, req.filters, read_clock(), &b, p);

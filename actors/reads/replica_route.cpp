@@ -115,7 +115,7 @@ namespace {
 // Every routed read is counted once, under the decision that served it, and
 // logged at debug with the backend that read the page.
 void count(route_context& ctx, const read_shape& shape, const route_decision& d,
-           const std::string& backend) {
+           const std::string& reader, const std::string& backend) {
   if (ctx.stats)
     ctx.stats->count_route(shape.path, d.replica, to_string(d.reason));
   if (log::enabled(log::level::debug))
@@ -123,6 +123,7 @@ void count(route_context& ctx, const read_shape& shape, const route_decision& d,
                {{"path", std::string{shape.path}},
                 {"decision", d.replica ? "replica" : "writer"},
                 {"reason", std::string{to_string(d.reason)}},
+                {"reader", reader},
                 {"backend", backend}});
 }
 
@@ -134,7 +135,7 @@ routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::con
   routed_outcome out;
   auto to_writer = [&](route_decision d) {
     out.decision = d;
-    count(ctx, shape, d, writer_backend);
+    count(ctx, shape, d, "writer", writer_backend);
     return out;
   };
   bool have = ctx.replicas && !ctx.replicas->pools.empty() && ctx.ring;
@@ -179,25 +180,20 @@ routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::con
     budget.end(lease->conn());
     out.decision = d;
     out.backend = backend;
-    count(ctx, shape, d, backend);
+    count(ctx, shape, d, pool.name(), backend);
     return out;
   } catch (const pqxx::sql_error& e) {
+    // Every replica error reruns on the writer, a cancelled statement
+    // (57014) too: a replica may wait on a lock its replay still holds long
+    // after the writer released it, or an operator may cancel it; the writer
+    // is the authority on whether the read is too wide (red-team findings 2
+    // and 3, docs/replicas.md).
     lease->discard();
-    // The replica's own statement_timeout, armed by the read's budget: the
-    // read is too wide, and the writer would spend as long.
-    if (d.replica && e.sqlstate() == "57014") {
-      count(ctx, shape, d, backend);
-      throw;
-    }
     log::warn("route", "replica read failed, read again on the writer",
               {{"reader", pool.name()}, {"sqlstate", e.sqlstate()}, {"error", e.what()}});
-  } catch (const db::read_budget_spent&) {
-    lease->discard();
-    count(ctx, shape, d, backend);
-    throw;
   } catch (const std::exception& e) {
     // A broken connection (a stopped standby, the watchdog's shutdown, a
-    // recovery conflict that ended the session) or anything else.
+    // recovery conflict that ended the session), a spent budget, anything.
     lease->discard();
     log::warn("route", "replica read failed, read again on the writer",
               {{"reader", pool.name()}, {"error", e.what()}});

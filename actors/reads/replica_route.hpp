@@ -114,9 +114,10 @@ struct routed_outcome {
 // Runs `read` on a proved replica, or returns a writer decision without
 // running it (the caller then runs it on its writer connection). A replica
 // error mid-read discards the connection and returns writer/replica_error:
-// nothing of the replica's partial page is kept. A statement the replica
-// cancelled for its own statement_timeout (57014) is rethrown: the read is
-// too wide, and the writer would spend the same.
+// nothing of the replica's partial page is kept. That includes a statement
+// the replica cancelled (57014) and a spent budget: the writer decides
+// whether the read is too wide, so a routed read may spend the replica's
+// budget (statement_timeout + grace) and then the writer's.
 // `writer` is the caller's writer connection, read for the backfill
 // watermark only when a covered read is possible.
 // `writer_backend` names the caller's writer connection in the debug log.
