@@ -20,8 +20,9 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
-// The read path for events: REQ history and NIP-45 counts. Every statement
-// carries the community predicate; each filter is one statement.
+// The read path for events: REQ history, NIP-45 counts and NIP-50 search
+// (docs/search.md). Every statement carries the community predicate; each
+// filter is one statement.
 
 namespace waggle::db {
 
@@ -66,6 +67,8 @@ struct plan {
   // A later page: only rows past this (created_at, id hex) in history
   // order (newest first, ties by id ascending).
   std::optional<std::pair<int64_t, std::string>> after;
+  // NIP-50: the words searched for (proto::search_terms), never empty.
+  std::optional<std::string> search;
 };
 
 // Rows past the page horizon on (created_at, id) columns: the `<=` on
@@ -123,6 +126,11 @@ plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_c
   p.until = f.until;
   if (p.since && p.until && *p.since > *p.until)
     p.empty = true;
+  if (f.search) {
+    p.search = proto::search_terms(*f.search);
+    if (p.search->empty())
+      p.empty = true;  // nothing to search for matches nothing
+  }
   if (!for_count) {
     p.limit = std::min(f.effective_limit(lim), lim.max_limit);
     if (p.limit == 0)
@@ -226,8 +234,26 @@ std::string tag_row_conditions(const plan& p, params& ps) {
   return t;
 }
 
+// NIP-50: the filter's matches by the search index (events_live_search,
+// leading with community_id), ranked. The tsquery is a function in FROM so it
+// is parsed once per statement (folded to a constant when the statement is
+// planned with its value); websearch_to_tsquery never raises on its input.
+std::string search_from(const plan& p, params& ps) {
+  return "FROM events e CROSS JOIN websearch_to_tsquery('simple', " + ps.add(*p.search) +
+         "::text) AS q WHERE e.search @@ q AND ";
+}
+
+std::string search_sql(const plan& p, params& ps, const std::string& community) {
+  return "SELECT e.raw, e.created_at, encode(e.id, 'hex') " + search_from(p, ps) +
+         event_conditions(p, ps, community, 0, false, false, false) +
+         " ORDER BY ts_rank(e.search, q) DESC, e.created_at DESC, e.id LIMIT " +
+         std::to_string(p.limit);
+}
+
 std::string history_sql(const plan& p, params& ps, const std::string& community) {
   const std::string lim = std::to_string(p.limit);
+  if (p.search)
+    return search_sql(p, ps, community);
   if (p.ids) {
     // At most max_values rows by primary key: no driver needed.
     return "SELECT e.raw, e.created_at, encode(e.id, 'hex') FROM events e WHERE " +
@@ -272,6 +298,9 @@ std::string history_sql(const plan& p, params& ps, const std::string& community)
 
 // The ids of all live events matching the filter (for COUNT).
 std::string ids_sql(const plan& p, params& ps, const std::string& community) {
+  if (p.search)
+    return "SELECT e.id AS id " + search_from(p, ps) +
+           event_conditions(p, ps, community, 0, false, false, false);
   if (!p.ids && !p.tags.empty()) {
     char letter = driving_tag(p);
     std::string t = "t.community_id = " + community + " AND t.name = " +
@@ -296,6 +325,50 @@ pqxx::result run(pqxx::transaction_base& tx, prepared_reads* prepared, const std
     return tx.exec_params(sql, pqxx::prepare::make_dynamic_params(ps.values()));
   return tx.exec_prepared(prepared->name_for(tx.conn(), sql),
                           pqxx::prepare::make_dynamic_params(ps.values()));
+}
+
+bool has_search(const std::vector<proto::filter>& filters) {
+  return std::any_of(filters.begin(), filters.end(), [](const auto& f) { return f.search.has_value(); });
+}
+
+// A read with a search filter is ONE page (docs/search.md, "Pages"): ranked
+// rows have no created_at horizon to continue from. Every filter reads its
+// whole limit; the search filters' rows come first, each filter's in rank
+// order, in filter order; then the other filters' rows, newest first (ties
+// by id); an event is sent once, at its first place.
+history_page_result search_page(pqxx::connection& conn, const std::string& community_value,
+                                std::vector<plan>& plans, read_budget* budget,
+                                prepared_reads* prepared) {
+  struct row {
+    int64_t created_at;
+    std::string id;
+    std::string raw;
+  };
+  std::vector<row> ranked, rest;
+  pqxx::nontransaction tx(conn);  // autocommit, as query_events_page says why
+  for (auto& p : plans) {
+    if (p.empty)
+      continue;
+    params ps;
+    std::string community = ps.add(community_value) + "::bigint";
+    std::string sql = history_sql(p, ps, community);
+    before_statement(budget, tx);
+    auto r = run(tx, prepared, sql, ps);
+    auto& into = p.search ? ranked : rest;
+    for (const auto& rr : r)
+      into.push_back({rr[1].as<int64_t>(), rr[2].as<std::string>(), field_string(rr[0])});
+  }
+  tx.commit();
+  std::stable_sort(rest.begin(), rest.end(), [](const row& a, const row& b) {
+    return a.created_at != b.created_at ? a.created_at > b.created_at : a.id < b.id;
+  });
+  history_page_result out;
+  std::unordered_set<std::string> seen;
+  for (auto* rows : {&ranked, &rest})
+    for (auto& r : *rows)
+      if (seen.insert(r.id).second)
+        out.raws.push_back(std::move(r.raw));
+  return out;  // more = false: the whole answer is this page
 }
 
 }  // namespace
@@ -325,6 +398,12 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
   plans.reserve(filters.size());
   for (const auto& f : filters)
     plans.push_back(plan_of(f, lim, false, now));
+  if (has_search(filters)) {
+    // One page, so a "later page" (a caller's bug) has nothing left to send.
+    if (at.started)
+      return {};
+    return search_page(conn, std::to_string(community_id), plans, budget, prepared);
+  }
   std::vector<uint32_t> remaining = at.remaining;
   if (remaining.size() != filters.size()) {  // the first page: each filter's limit
     remaining.assign(filters.size(), 0);

@@ -112,6 +112,9 @@ std::vector<std::string> query_events(pqxx::connection& conn, int64_t community_
 // the same order as query_events. Concatenated, the pages of a history are
 // exactly what query_events returns at once (rows = 0 is that). `next` is the
 // request of the following page when `more`.
+// A read with a NIP-50 `search` filter is one page whatever `at.rows` says
+// (more = false): every filter reads its whole limit, the search filters'
+// rows first in rank order, then the others newest first (docs/search.md).
 struct history_page_result {
   std::vector<std::string> raws;
   bool more = false;
@@ -124,7 +127,7 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
                                       prepared_reads* prepared = nullptr);
 
 // NIP-45: number of distinct live events matching any filter, not expired at
-// `now` (as for query_events).
+// `now` (as for query_events); a `search` filter counts its matches.
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters, int64_t now,
                       read_budget* budget = nullptr, prepared_reads* prepared = nullptr);

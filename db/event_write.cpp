@@ -1,3 +1,4 @@
+#include "db/event_search.hpp"
 #include "db/event_store.hpp"
 #include "db/event_write_sql.hpp"
 #include "db/indexed_tags.hpp"
@@ -44,8 +45,9 @@
 //               their author already covers them.
 //   S2 replace  soft-delete the heads that the batch's new versions beat.
 //   S3 insert   the events, in (community_id, id) order, ON CONFLICT DO NOTHING
-//               RETURNING, and (same statement) the event_tags rows of exactly
-//               the events inserted.
+//               RETURNING, with their search vectors (docs/search.md), and
+//               (same statement) the event_tags rows of exactly the events
+//               inserted.
 //   S4 delete   NIP-09: the soft deletions requested by the kind-5 events
 //               inserted.
 //   S5 ttl      waggle_refresh_channel_ttl (migrations/0002): for the
@@ -528,13 +530,18 @@ void batch_write::decide() {
 }
 
 // The per-event values S3 and the one-statement write both send: the JSON,
-// the NIP-40 deadline and the indexed tag rows.
+// the NIP-40 deadline, the search text (docs/search.md) and the indexed tag
+// rows.
 struct event_rows {
-  array_literal raw, expires;
+  array_literal raw, expires, search;
   array_literal t_community, t_event, t_name, t_value, t_kind, t_created;
 
   void add(int64_t community_id, const proto::event& ev) {
     raw.text(ev.raw);
+    if (auto text = search_text(ev))
+      search.text(*text);
+    else
+      search.null();
     // NIP-40: collect_candidates refused a malformed expiration already.
     if (auto at = proto::expiration_of(ev); at && *at)
       expires.integer(**at);
@@ -594,7 +601,7 @@ void batch_write::add_insert_call(std::vector<statement_call>& phase_b) {
                                    kind.str(), d_hex.str(), rows.raw.str(), rows.t_community.str(),
                                    rows.t_event.str(), rows.t_name.str(), rows.t_value.str(),
                                    rows.t_kind.str(), rows.t_created.str(), channel.str(),
-                                   rows.expires.str()}});
+                                   rows.expires.str(), rows.search.str()}});
 }
 
 void batch_write::add_delete_and_ttl_calls(std::vector<statement_call>& phase_b) {
@@ -711,7 +718,7 @@ statement_call batch_write::check_insert_call() const {
   for (const auto& c : cands)
     rows.add(c.community_id, *c.ev);
   for (auto* a : {&rows.raw, &rows.expires, &rows.t_community, &rows.t_event, &rows.t_name,
-                  &rows.t_value, &rows.t_kind, &rows.t_created})
+                  &rows.t_value, &rows.t_kind, &rows.t_created, &rows.search})
     call.params.push_back(a->str());
   return call;
 }

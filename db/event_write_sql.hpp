@@ -27,6 +27,12 @@ namespace waggle::db::write_sql {
 #define WAGGLE_COORD_KINDS(col) \
   "(" col " IN (0, 3) OR " col " BETWEEN 10000 AND 19999 OR " col " BETWEEN 30000 AND 39999)"
 
+// events.search (migrations/0011_search.sql, docs/search.md) from the text
+// the relay prepared (db/event_search.hpp): NULL stays NULL, and text with
+// no word (a reaction's "+") stores NULL too, so it stays out of the index.
+#define WAGGLE_SEARCH_VECTOR(col) \
+  "nullif(to_tsvector('simple', " col "), ''::tsvector)"
+
 inline constexpr const char* stmt_lock = "waggle_ev_lock";
 inline constexpr const char* sql_lock = R"sql(
 SELECT count(pg_advisory_xact_lock(k.h))
@@ -121,16 +127,19 @@ inline const std::string sql_check = std::string("WITH ") + sql_check_candidates
 // explicit transaction, the statement is its own transaction: one round trip
 // where BEGIN, S1, S3 and COMMIT took four. The check's rows and the inserted
 // ids come back together ('i': head_id is the id, head_created_at the
-// community). $1..$9 as S1; per candidate (same order) $10 raw and $11
-// expires_at; the tag rows $12..$17 (community, event id, name, value, kind,
+// community). $1..$9 as S1; per candidate (same order) $10 raw, $11
+// expires_at and $18 search text (db/event_search.hpp; NULL: nothing to
+// search); the tag rows $12..$17 (community, event id, name, value, kind,
 // created_at) as S3's $8..$13.
 inline constexpr const char* stmt_check_insert = "waggle_ev_check_insert";
 inline const std::string sql_check_insert = std::string("WITH ") + sql_check_candidates +
                                             ", chk AS (" + sql_check_rows + R"sql(), ins AS (
   INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel,
-                      expires_at)
-  SELECT c.community_id, c.id, c.pubkey, c.created_at, c.kind, NULL, r.raw, NULL, r.expires_at
-    FROM c JOIN unnest($10::text[], $11::bigint[]) WITH ORDINALITY AS r(raw, expires_at, ord)
+                      expires_at, search)
+  SELECT c.community_id, c.id, c.pubkey, c.created_at, c.kind, NULL, r.raw, NULL, r.expires_at,
+         )sql" WAGGLE_SEARCH_VECTOR("r.search") R"sql(
+    FROM c JOIN unnest($10::text[], $11::bigint[], $18::text[])
+                WITH ORDINALITY AS r(raw, expires_at, search, ord)
            ON r.ord = c.ord
    WHERE NOT EXISTS (SELECT 1 FROM chk WHERE chk.ord = c.ord)
    ORDER BY c.ord
@@ -162,13 +171,14 @@ inline constexpr const char* stmt_insert = "waggle_ev_insert";
 inline constexpr const char* sql_insert = R"sql(
 WITH ins AS (
   INSERT INTO events (community_id, id, pubkey, created_at, kind, d_tag, raw, channel,
-                      expires_at)
+                      expires_at, search)
   SELECT u.community_id, decode(u.id_hex, 'hex'), decode(u.pubkey_hex, 'hex'), u.created_at,
-         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw, u.channel, u.expires_at
+         u.kind, convert_from(decode(u.d_hex, 'hex'), 'UTF8'), u.raw, u.channel, u.expires_at,
+         )sql" WAGGLE_SEARCH_VECTOR("u.search") R"sql(
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[], $6::text[],
-                $7::text[], $14::text[], $15::bigint[])
+                $7::text[], $14::text[], $15::bigint[], $16::text[])
          WITH ORDINALITY AS u(community_id, id_hex, pubkey_hex, created_at, kind, d_hex, raw,
-                              channel, expires_at, ord)
+                              channel, expires_at, search, ord)
    ORDER BY u.ord
   ON CONFLICT (community_id, id) DO NOTHING
   RETURNING community_id, id, pubkey

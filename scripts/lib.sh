@@ -227,13 +227,16 @@ synchronous_commit = on
 full_page_writes = on
 wal_level = replica
 max_wal_senders = 10
-# WAL kept for a standby that was stopped a while (no slot: a standby deleted by hand must
-# never pin WAL forever); one that falls further behind is re-made by wg_standby_start.
-wal_keep_size = 512MB
 timezone = 'UTC'
 log_timezone = 'UTC'
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
+  # WAL kept for the test standby while a replica test has it stopped (no slot: a standby
+  # deleted by hand must never pin WAL forever; one that falls further behind is re-made by
+  # wg_standby_start). Not on the run cluster: the benchmarks' WAL recycling stays as it was.
+  if [ "$WG_PG_NAME" = test ]; then
+    echo "wal_keep_size = 256MB" | wg_pg_write_file -a waggle.conf
+  fi
   [ "${WG_PG_STANDBY:-0}" = 1 ] || return 0
   wg_pg_write_file -a waggle.conf <<'EOF'
 # A hot standby for replica tests (scripts/lib.sh, wg_standby_start).

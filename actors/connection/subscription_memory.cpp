@@ -64,6 +64,8 @@ size_t subscription_bytes(const std::vector<proto::filter>& filters) {
       if (indexed == 0)
         indexed = f.kinds->size();
     }
+    if (f.search)
+      n += per_string + heap_of(*f.search);
     n += per_index_entry * (indexed == 0 ? 1 : indexed);
   }
   return n;

@@ -78,7 +78,9 @@ void subscription_index::add(const caf::actor& conn, int64_t community_id,
   auto handle = next_handle_++;
   entry e{conn, community_id, sub_id, generation, std::move(filters), {}};
   for (auto& f : e.filters) {
-    if (f.matches_nothing())
+    // NIP-50 search is one-shot (history, then EOSE): filed under no key,
+    // such a filter is never a candidate, and costs no event a match.
+    if (f.matches_nothing() || f.search)
       continue;
     auto keys = keys_for(community_id, f);
     e.keys.insert(e.keys.end(), keys.begin(), keys.end());

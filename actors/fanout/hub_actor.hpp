@@ -40,6 +40,8 @@ class subscription_index {
   // Every connection with a subscription in the community (for revocations).
   std::vector<caf::actor> connections_in(int64_t community_id) const;
   size_t size() const { return subs_.size(); }
+  // Index keys in use (what the subscriptions' filters are filed under).
+  size_t keys() const { return index_.size(); }
 
  private:
   struct entry {

@@ -154,6 +154,16 @@ const std::vector<option>& options() {
     {{"--max-limit", "WAGGLE_MAX_LIMIT", "largest history limit (larger ones are clamped)",
       "500"},
      number(&node_config::max_limit)},
+    {{"--search", "WAGGLE_SEARCH",
+      "NIP-50 full-text search in REQ and COUNT (docs/search.md): on, or off (a filter with "
+      "`search` is CLOSED invalid:, and NIP-11 does not list 50)",
+      "on"},
+     [](node_config& cfg, const std::string& value) {
+       if (value != "on" && value != "off")
+         return false;
+       cfg.search = value == "on";
+       return true;
+     }},
     {{"--max-outbound-frames", "WAGGLE_MAX_OUTBOUND_FRAMES",
       "frames queued to a client before it is dropped as a slow consumer", "2000"},
      number(&node_config::max_outbound_frames)},

@@ -172,6 +172,7 @@ proto::filter_limits filter_limits_for(const node_config& cfg) {
   lim.max_values = cfg.max_filter_values;
   lim.default_limit = cfg.default_limit;
   lim.max_limit = cfg.max_limit;
+  lim.search = cfg.search;
   return lim;
 }
 
@@ -256,6 +257,8 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   num("max_filter_values", static_cast<int64_t>(cfg.max_filter_values));
   num("default_limit", cfg.default_limit);
   num("max_limit", cfg.max_limit);
+  w.Key("search");
+  w.Bool(cfg.search);
   num("max_subscription_bytes", static_cast<int64_t>(cfg.max_subscription_bytes));
   num("group_sessions", static_cast<int64_t>(cfg.group_sessions));
   num("max_group_queue_per_community", static_cast<int64_t>(cfg.max_group_queue_per_community));
@@ -427,8 +430,8 @@ std::string node::relay_info_json(const community& c) const {
   const bool restricted = c.policy != community_policy::open;
   w.Key("supported_nips");
   w.StartArray();
-  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 86, 98})
-    if (nip != 43 || restricted)
+  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 50, 86, 98})
+    if ((nip != 43 || restricted) && (nip != 50 || cfg_.search))
       w.Int(nip);
   w.EndArray();
   w.Key("software");

@@ -188,6 +188,8 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
     int_field(node, "delivery_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
   cfg.default_limit = static_cast<uint32_t>(int_field(node, "default_limit", cfg.default_limit));
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
+  // Traces from before search: off (their REQs with `search` were refused).
+  cfg.search = bool_field(node, "search", false);
   // Traces from before push: push off (ingest runs no gate, no push actors).
   push.enabled = bool_field(node, "push_enabled", false);
   cfg.push_gate_cache = bool_field(node, "push_gate_cache", cfg.push_gate_cache);

@@ -133,8 +133,20 @@ result<filter> parse_filter_value(const rapidjson::Value& v, const filter_limits
           return invalid("tag values in " + std::string(key) + " must be valid UTF-8");
         values.emplace_back(sv);
       }
+    } else if (key == "search") {
+      if (f.search)
+        return duplicate();
+      if (!lim.search)
+        return invalid("search is off on this relay (NIP-50 is not supported here)");
+      if (!val.IsString())
+        return invalid("search must be a string");
+      std::string_view sv(val.GetString(), val.GetStringLength());
+      if (sv.size() > lim.max_search_len)
+        return invalid("search too long (max " + std::to_string(lim.max_search_len) + " bytes)");
+      if (!valid_utf8(sv))
+        return invalid("search must be valid UTF-8");
+      f.search.emplace(sv);
     } else {
-      // Includes NIP-50 "search", which this relay does not support.
       return invalid("unsupported filter field: " + printable_excerpt(key, 64));
     }
   }
@@ -155,7 +167,46 @@ bool filter::matches_nothing() const {
       return true;
   if (since && until && *since > *until)
     return true;
+  if (search && search_terms(*search).empty())
+    return true;  // nothing to search for (documented in docs/search.md)
   return false;
+}
+
+namespace {
+
+// The extension keys NIP-50 defines. Only these are taken for extensions:
+// team chat is full of `key:value` text that is no extension (`TODO:fix`,
+// `file.cpp:42`, `10:30`), which is searched as words.
+bool is_nip50_extension(std::string_view token) {
+  auto colon = token.find(':');
+  if (colon == std::string_view::npos || colon + 1 == token.size())
+    return false;
+  auto key = token.substr(0, colon);
+  return key == "include" || key == "domain" || key == "language" || key == "sentiment" ||
+         key == "nsfw";
+}
+
+}  // namespace
+
+std::string search_terms(std::string_view search) {
+  std::string out;
+  out.reserve(search.size());
+  size_t i = 0;
+  while (i < search.size()) {
+    auto blank = [](unsigned char c) { return c <= 0x20 || c == 0x7f; };
+    while (i < search.size() && blank(static_cast<unsigned char>(search[i])))
+      ++i;
+    size_t start = i;
+    while (i < search.size() && !blank(static_cast<unsigned char>(search[i])))
+      ++i;
+    auto token = search.substr(start, i - start);
+    if (token.empty() || is_nip50_extension(token))
+      continue;
+    if (!out.empty())
+      out.push_back(' ');
+    out.append(token);
+  }
+  return out;
 }
 
 result<filter> parse_filter(std::string_view json, const filter_limits& lim) {
@@ -169,6 +220,9 @@ result<filter> parse_filter(std::string_view json, const filter_limits& lim) {
 }
 
 bool matches(const filter& f, const event& ev) {
+  // NIP-50 search is one-shot: history then EOSE, never a live event.
+  if (f.search)
+    return false;
   // Cheapest checks first.
   if (f.since && ev.created_at < *f.since)
     return false;
@@ -256,6 +310,10 @@ std::string to_json(const filter& f) {
   if (f.limit) {
     key("limit");
     detail::append_int(out, *f.limit);
+  }
+  if (f.search) {
+    key("search");
+    detail::append_json_string(out, *f.search);
   }
   out.push_back('}');
   return out;

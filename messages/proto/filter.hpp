@@ -1,6 +1,8 @@
 #pragma once
 
 // NIP-01 filters: parsing with limits, and matching against events.
+// NIP-50 `search` is parsed here and run by the history reads only
+// (docs/search.md): it never matches a live event.
 
 #include <cstdint>
 #include <map>
@@ -18,6 +20,10 @@ struct filter_limits {
   uint32_t default_limit = 100;   // when a filter has no limit
   uint32_t max_limit = 500;       // a larger limit is clamped to this
   size_t max_tag_value_len = 256; // longer values can never be indexed
+  // NIP-50 (docs/search.md): off, a filter with `search` is refused, so a
+  // client learns the relay cannot search rather than getting everything.
+  bool search = true;
+  size_t max_search_len = 1024;   // bytes of the search string
 };
 
 struct filter {
@@ -31,6 +37,9 @@ struct filter {
   std::optional<int64_t> since;
   std::optional<int64_t> until;
   std::optional<uint32_t> limit;     // as given by the client, already clamped
+  // NIP-50: full-text search over content, as sent (search_terms() is what
+  // is searched). A filter with it is history only: it never matches live.
+  std::optional<std::string> search;
 
   bool operator==(const filter&) const = default;
 
@@ -48,8 +57,17 @@ struct filter {
 result<filter> parse_filter(std::string_view json, const filter_limits& lim);
 
 // Pure match (NIP-01 semantics; tags match on the first element/value pair).
+// A filter with `search` matches no event here: search is one-shot (history,
+// then EOSE), so the live path never delivers to it.
 bool matches(const filter& f, const event& ev);
 bool matches_any(const std::vector<filter>& fs, const event& ev);
+
+// NIP-50: the words a search string asks for. The extensions NIP-50 defines
+// (`include:`, `domain:`, `language:`, `sentiment:`, `nsfw:` followed by a
+// value) are dropped, as none is supported; control characters (NUL
+// included) become spaces; surrounding whitespace is trimmed. Empty: the
+// search matches nothing.
+std::string search_terms(std::string_view search);
 
 // Canonical JSON of a filter (for logs, traces and NOTICEs).
 std::string to_json(const filter& f);

@@ -222,7 +222,10 @@ TEST(ClientMessage, ReqErrorsWithReadableSubId) {
   expect_closed(R"(["COUNT","s1"])", "s1", "COUNT needs at least one filter");
   expect_closed(R"(["REQ","s1",[]])", "s1", "filter must be a JSON object");
   expect_closed(R"(["REQ","s1",{},"x"])", "s1", "filter must be a JSON object");
-  expect_closed(R"(["REQ","s1",{"search":"x"}])", "s1", "unsupported filter field: search");
+  filter_limits no_search;
+  no_search.search = false;
+  expect_closed(R"(["REQ","s1",{"search":"x"}])", "s1", "search is off on this relay", no_search);
+  expect_closed(R"(["COUNT","c1",{"search":"x"}])", "c1", "search is off on this relay", no_search);
   expect_closed(R"(["REQ","s1",{"ids":["abc"]}])", "s1", "prefixes are not supported");
   expect_closed(R"(["COUNT","c",{"kinds":[70000]}])", "c", "kinds");
 

@@ -116,7 +116,6 @@ TEST(FilterParse, Rejections) {
   bad("[]", "filter must be a JSON object");
   bad("1", "filter must be a JSON object");
   bad("{", "not valid JSON");
-  bad(R"({"search":"bees"})", "unsupported filter field: search");
   bad(R"({"foo":1})", "unsupported filter field: foo");
   bad(R"({"#":["x"]})", "unsupported filter field: #");
   bad(R"({"#ab":["x"]})", "unsupported filter field: #ab");
@@ -298,4 +297,66 @@ TEST(FilterJson, CanonicalOrderAndRoundTrip) {
   EXPECT_EQ(ok(json), f);
   EXPECT_EQ(to_json(filter{}), "{}");
   EXPECT_EQ(to_json(ok(R"({"ids":[],"kinds":[]})")), R"({"ids":[],"kinds":[]})");
+}
+
+// ---------------------------------------------------------------------------
+// NIP-50 search (docs/search.md)
+
+TEST(FilterSearch, ParsedKeptAsSentAndRoundTrips) {
+  filter f = ok(R"({"kinds":[9],"search":"  bees \"hive  mind\" include:spam "})");
+  ASSERT_TRUE(f.search);
+  EXPECT_EQ(*f.search, "  bees \"hive  mind\" include:spam ");
+  EXPECT_EQ(to_json(f), R"({"kinds":[9],"search":"  bees \"hive  mind\" include:spam "})");
+  EXPECT_EQ(ok(to_json(f)), f);
+  // NUL travels escaped, as every string of a filter does.
+  filter nul = ok(R"({"search":"a\u0000b"})");
+  EXPECT_EQ(*nul.search, std::string("a\0b", 3));
+  EXPECT_EQ(ok(to_json(nul)), nul);
+}
+
+TEST(FilterSearch, Rejections) {
+  bad(R"({"search":1})", "search must be a string");
+  bad(R"({"search":["bees"]})", "search must be a string");
+  bad(R"({"search":"a","search":"b"})", "duplicate filter field: search");
+  bad(R"({"search":"\udc00"})", "search must be valid UTF-8");
+  filter_limits lim;
+  lim.max_search_len = 8;
+  ok(R"({"search":"12345678"})", lim);
+  bad(R"({"search":"123456789"})", "search too long (max 8 bytes)", lim);
+  bad("{\"search\":\"" + std::string(10240, 'x') + "\"}", "search too long (max 1024 bytes)");
+  lim.search = false;
+  bad(R"({"search":"bees"})", "search is off on this relay", lim);
+  ok(R"({"kinds":[1]})", lim);  // everything else still parses
+}
+
+TEST(FilterSearch, TermsDropNip50ExtensionsAndControlCharacters) {
+  EXPECT_EQ(search_terms("  bees   and\thoney \n"), "bees and honey");
+  EXPECT_EQ(search_terms("bees include:spam language:en domain:x.org sentiment:negative nsfw:false"),
+            "bees");
+  // Other key:value text is words (team chat, not extensions).
+  EXPECT_EQ(search_terms("TODO:fix file.cpp:42 10:30 http://x.org include:"),
+            "TODO:fix file.cpp:42 10:30 http://x.org include:");
+  EXPECT_EQ(search_terms(std::string("a\0b", 3)), "a b");
+  EXPECT_EQ(search_terms("\"hive   mind\""), "\"hive mind\"");
+  EXPECT_EQ(search_terms(" \t\n"), "");
+  EXPECT_EQ(search_terms("include:spam"), "");
+}
+
+TEST(FilterSearch, EmptyTermsMatchNothing) {
+  EXPECT_TRUE(ok(R"({"search":""})").matches_nothing());
+  EXPECT_TRUE(ok(R"({"search":" \t "})").matches_nothing());
+  EXPECT_TRUE(ok(R"({"search":"nsfw:true"})").matches_nothing());
+  EXPECT_FALSE(ok(R"({"search":"bees"})").matches_nothing());
+}
+
+// One-shot: a search filter is history only, so the live path never
+// delivers to it, even for an event that has every word.
+TEST(FilterSearch, NeverMatchesALiveEvent) {
+  event ev = make_event(A, B, 1, 10);
+  ev.content = "bees";
+  EXPECT_TRUE(matches(ok("{}"), ev));
+  EXPECT_FALSE(matches(ok(R"({"search":"bees"})"), ev));
+  EXPECT_FALSE(matches(ok(R"({"kinds":[1],"search":"bees"})"), ev));
+  EXPECT_FALSE(matches_any({ok(R"({"search":"bees"})")}, ev));
+  EXPECT_TRUE(matches_any({ok(R"({"search":"bees"})"), ok(R"({"kinds":[1]})")}, ev));
 }

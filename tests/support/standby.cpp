@@ -86,12 +86,14 @@ std::string quoted(const std::string& s) {
 
 // ./scripts/pg VERB standby with the ports of the two URLs, so it acts on exactly the
 // clusters this test reads; its exit status and everything it printed.
+// Without both ports it refuses: the script's defaults could name someone else's clusters.
 std::pair<int, std::string> run_script(const std::string& verb) {
-  std::string cmd;
-  if (int p = primary_port())
-    cmd += "WAGGLE_TEST_PG_PORT=" + std::to_string(p) + " ";
-  if (int p = port())
-    cmd += "WAGGLE_TEST_STANDBY_PORT=" + std::to_string(p) + " ";
+  if (primary_port() == 0 || port() == 0)
+    return {-1, "not running ./scripts/pg " + verb +
+                  " standby: WAGGLE_TEST_DATABASE_URL and WAGGLE_TEST_STANDBY_URL must both be "
+                  "postgresql://user@host:port/db URLs"};
+  std::string cmd = "WAGGLE_TEST_PG_PORT=" + std::to_string(primary_port()) +
+                    " WAGGLE_TEST_STANDBY_PORT=" + std::to_string(port()) + " ";
   cmd += quoted(std::string(WAGGLE_SOURCE_DIR) + "/scripts/pg") + " " + verb + " standby 2>&1";
   std::string out;
   FILE* f = ::popen(cmd.c_str(), "r");
@@ -254,6 +256,8 @@ std::string replay_state() {
 }
 
 restore_on_exit::~restore_on_exit() {
+  if (maintenance_url().empty() || primary_url().empty())
+    return;  // SetUp has failed the test already
   auto healthy = make_healthy();
   EXPECT_TRUE(healthy) << "while putting the standby back after the test";
 }

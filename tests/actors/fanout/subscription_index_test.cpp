@@ -130,5 +130,24 @@ TEST_F(SubscriptionIndexTest, RemovingAConnectionDropsAllItsSubscriptions) {
   EXPECT_EQ(index.connections_in(1), (std::vector<caf::actor>{b}));
 }
 
+// NIP-50 search is one-shot: a search filter is filed under no key, so no
+// live event ever reaches it, even one with every word and field it names;
+// the REQ's other filters stay live.
+TEST_F(SubscriptionIndexTest, SearchFiltersAreNeverLive) {
+  proto::filter search = kinds({1});
+  search.search = "bees";
+  proto::filter bare;
+  bare.search = "bees";
+  index.add(a, 1, "s", 1, {search, bare});
+  EXPECT_EQ(index.size(), 1u);
+  EXPECT_EQ(index.keys(), 0u);
+  auto ev = test::event_builder{test::secret(1)}.kind(1).content("bees").sign();
+  EXPECT_TRUE(index.find(1, ev).empty());
+  index.add(b, 1, "mixed", 1, {search, kinds({7})});
+  EXPECT_EQ(index.keys(), 1u);
+  EXPECT_TRUE(index.find(1, ev).empty());
+  EXPECT_EQ(index.find(1, note(7)).size(), 1u);
+}
+
 }  // namespace
 }  // namespace waggle
