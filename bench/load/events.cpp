@@ -40,6 +40,20 @@ std::string filler(size_t bytes, uint64_t seed) {
   return out;
 }
 
+std::string topic_word(size_t rank) {
+  static constexpr std::string_view consonants = "bdfgklmnprstvz", vowels = "aeiou";
+  constexpr size_t syllables = consonants.size() * vowels.size();
+  // A bijection on 0..syllables^3 (7919 is prime to 70^3), so neighbouring
+  // ranks do not share their first syllables.
+  size_t n = ((rank - 1) * 7919) % (syllables * syllables * syllables);
+  std::string out;
+  for (int k = 0; k < 3; ++k, n /= syllables) {
+    out += consonants[(n % syllables) / vowels.size()];
+    out += vowels[n % vowels.size()];
+  }
+  return out;
+}
+
 std::vector<prepared_event> sign_all(size_t count, size_t threads, const event_maker& make) {
   std::vector<prepared_event> out(count);
   threads = std::max<size_t>(1, std::min(threads, count));

@@ -25,7 +25,16 @@ std::string random_hex(size_t bytes);
 keypair random_keypair();
 
 // Readable filler text of exactly `bytes` bytes, different for each `seed`.
+// Its 18 words are all common: most texts hold most of them.
 std::string filler(size_t bytes, uint64_t seed);
+
+// The seed's topic words (bench/load/seed.cpp gives every event one, drawn by
+// Zipf's law over `topic_words` ranks), so a search benchmark has rare words
+// as well as filler's common ones. Rank 1 is the most frequent (about one
+// event in 8), rank 1,000 about one in 8,000. Three consonant-vowel
+// syllables: never one of filler's words, and one token to PostgreSQL.
+constexpr size_t topic_words = 2000;
+std::string topic_word(size_t rank);
 
 // What the relay is sent: the id (to match the OK) and the whole frame.
 struct prepared_event {

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "bench/load/events.hpp"
 #include "bench/load/listeners.hpp"
 #include "bench/load/options.hpp"
 #include "bench/load/report.hpp"
@@ -77,6 +78,22 @@ int main(int argc, char** argv) {
       return dispatch<load_options>(args, parse_load_options, run_load);
     if (verb == "seed")
       return dispatch<seed_options>(args, parse_seed_options, run_seed);
+    if (verb == "seed-word") {
+      if (args.empty()) {
+        std::cerr << usage();
+        return 2;
+      }
+      for (auto& a : args) {
+        size_t used = 0;
+        auto rank = std::stoul(a, &used);
+        if (used != a.size() || rank == 0 || rank > topic_words) {
+          std::cerr << "waggle-load seed-word: rank " << a << " is not in 1.." << topic_words << "\n";
+          return 2;
+        }
+        std::cout << topic_word(rank) << "\n";
+      }
+      return 0;
+    }
     if (verb == "listener-config")
       return dispatch<listener_config_options>(
         args, parse_listener_config_options, [](const listener_config_options& o) {

@@ -24,6 +24,8 @@ std::string usage() {
   return R"(usage:
   waggle-load run [options]        drive a relay and report (JSON, markdown)
   waggle-load seed [options]       fill a community with channel history (for --workload history)
+  waggle-load seed-word RANK...    the seed's topic word of each rank (1 = most frequent, Zipf's
+                                   law over 2,000; rank r is in about 12 %/r of the events)
   waggle-load listener-config --listener-ports P1,P2,...
                                    prints the relay's --operator-listeners value for the
                                    tool's receivers on those ports (listener i on Pi)
@@ -45,6 +47,11 @@ run options:
   --subscribers M            live subscribers to the channels (fanout; also chat, publish)
   --content-bytes B          content size (default 200)
   --channel-prefix P         history: query the channels `seed` made with this prefix
+  --until-age S              history: each REQ has until = the run's start minus S seconds
+                             (default: none, head reads)
+  --search W1,W2,...         history: NIP-50 REQs {"search":W,"#h":[channel],"limit":50}, the
+                             words and channels in turn (`waggle-load seed-word` names the
+                             seed's topic words)
   --database-url URL         report net commits per accepted message (pg_stat_database)
   --control-seconds S        idle control window for the commit count (default: the run's)
   --relay-pid PID            report the relay's RSS at the end of the run
@@ -236,6 +243,30 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--subscribers", [&](auto& v) { o.subscribers = to_size(v); }},
     {"--content-bytes", [&](auto& v) { o.content_bytes = to_size(v); }},
     {"--channel-prefix", [&](auto& v) { o.channel_prefix = v; }},
+    {"--until-age",
+     [&](auto& v) {
+       o.until_age = to_double(v);
+       if (!(o.until_age >= 0))
+         throw std::invalid_argument(v);
+     }},
+    {"--search",
+     [&](auto& v) {
+       o.search.clear();
+       size_t at = 0;
+       while (at <= v.size()) {
+         auto comma = v.find(',', at);
+         auto w = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+         // Words go into JSON unescaped: letters, digits, '-' and '_' only.
+         if (w.empty() || w.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
+                            std::string::npos)
+           throw std::invalid_argument(v);
+         o.search.push_back(w);
+         if (comma == std::string::npos)
+           break;
+         at = comma + 1;
+       }
+     }},
     {"--database-url", [&](auto& v) { o.database_url = v; }},
     {"--control-seconds", [&](auto& v) { o.control_seconds = to_double(v); }},
     {"--relay-pid", [&](auto& v) { o.relay_pid = static_cast<int>(to_size(v)); }},
@@ -313,6 +344,8 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     return "fanout needs --subscribers (or --sweep)";
   if (o.kind == workload::history && o.channel_prefix.empty())
     return "history needs --channel-prefix (the channels `waggle-load seed` filled)";
+  if ((o.until_age >= 0 || !o.search.empty()) && o.kind != workload::history)
+    return "--until-age and --search go with --workload history";
   bool listener_workload =
     o.kind == workload::listener_latency || o.kind == workload::listener_burst;
   if (listener_workload && !o.listeners())

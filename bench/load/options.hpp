@@ -27,6 +27,13 @@ struct load_options {
   size_t subscribers = 0;  // live subscribers counting what they receive
   size_t content_bytes = 200;
   std::string channel_prefix;  // history: channels made by `seed` (default: fresh ones)
+  // history: every REQ asks `until` this many seconds before the run's start
+  // (-1: no until, a head read). Older than ~16 min, a replica may serve it
+  // as "covered" (docs/replicas.md).
+  double until_age = -1;
+  // history: NIP-50 search REQs {"search":W,"#h":[channel],"limit":50}, one
+  // per word and channel in turn, instead of {kinds:[9],...}.
+  std::vector<std::string> search;
   std::string database_url;    // net commits per accepted message
   double control_seconds = -1;  // idle control window (-1 = same as the run's window)
   int relay_pid = 0;            // report the relay's RSS

@@ -70,6 +70,16 @@ std::string to_json(const run_result& r) {
   field(w, "subscribers", o.subscribers);
   field(w, "content_bytes", o.content_bytes);
   field(w, "threads", o.threads);
+  if (o.kind == workload::history) {
+    if (o.until_age >= 0)
+      field(w, "until_age_s", o.until_age);
+    if (!o.search.empty()) {
+      std::string words;
+      for (auto& x : o.search)
+        words += (words.empty() ? "" : ",") + x;
+      field(w, "search", words);
+    }
+  }
   if (o.listeners()) {
     field(w, "listeners", o.listener_ports.size());
     field(w, "stalled_listeners", o.stalled_listeners);

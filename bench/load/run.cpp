@@ -319,8 +319,17 @@ int run_load(const load_options& options) {
                                                  progress, clock.get()));
     } else if (o.kind == workload::history) {
       std::vector<std::string> filters;
-      for (auto& ch : channels)
-        filters.push_back("{\"kinds\":[9],\"#h\":[\"" + ch + "\"],\"limit\":50}");
+      std::string until;
+      if (o.until_age >= 0)
+        until = ",\"until\":" +
+                std::to_string(created_at - static_cast<int64_t>(std::llround(o.until_age)));
+      for (auto& ch : channels) {
+        if (o.search.empty())
+          filters.push_back("{\"kinds\":[9],\"#h\":[\"" + ch + "\"]" + until + ",\"limit\":50}");
+        for (auto& w : o.search)
+          filters.push_back("{\"search\":\"" + w + "\",\"#h\":[\"" + ch + "\"]" + until +
+                            ",\"limit\":50}");
+      }
       queries.push_back(std::make_shared<querier>(clients.back(), filters, o.in_flight, progress));
     }
   }

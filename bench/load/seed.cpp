@@ -1,6 +1,8 @@
 #include "bench/load/seed.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <random>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -16,6 +18,29 @@ namespace waggle::bench {
 namespace {
 
 constexpr size_t batch_size = 2000;
+
+// Cumulative Zipf weights (1/rank) of the topic words, normalised to 1.
+std::vector<double> topic_cdf() {
+  std::vector<double> cdf(topic_words);
+  double sum = 0;
+  for (size_t r = 1; r <= topic_words; ++r)
+    cdf[r - 1] = sum += 1.0 / static_cast<double>(r);
+  for (auto& c : cdf)
+    c /= sum;
+  return cdf;
+}
+
+// Event k's text: filler's common words, ending in one topic word drawn by
+// Zipf's law (deterministic in k), `bytes` long in all.
+std::string seed_content(size_t bytes, size_t k, const std::vector<double>& cdf) {
+  std::mt19937_64 rng{k * 0x9E3779B97F4A7C15ull + 1};
+  auto u = std::uniform_real_distribution<double>{0, 1}(rng);
+  auto rank = static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()) + 1;
+  auto word = topic_word(std::min(rank, topic_words));
+  if (bytes <= word.size() + 1)
+    return word;
+  return filler(bytes - word.size() - 1, k) + " " + word;
+}
 
 std::string channels_text(const seed_options& o) {
   return std::to_string(o.channels) + " channels " + o.channel_prefix + "-0.." + o.channel_prefix +
@@ -64,6 +89,7 @@ int run_seed(const seed_options& o) {
     }
   }
 
+  auto cdf = topic_cdf();
   // Spread over the last 30 days, oldest first, as a team's history would be.
   auto now = unix_now();
   auto span = int64_t{30} * 86400;
@@ -78,7 +104,7 @@ int run_seed(const seed_options& o) {
       ev.kind = 9;
       ev.created_at = now - span + static_cast<int64_t>(k * span / std::max<size_t>(1, o.events));
       ev.tags = {{"h", ids[(k * 2654435761u) % ids.size()]}};
-      ev.content = filler(o.content_bytes, k);
+      ev.content = seed_content(o.content_bytes, k, cdf);
       return ev;
     });
     std::vector<ingest_item> items;
