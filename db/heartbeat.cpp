@@ -87,9 +87,10 @@ void end_replica_read(pqxx::connection& conn) {
 std::optional<double> backfill_watermark(pqxx::connection& conn, int64_t community_id) {
   pqxx::nontransaction tx{conn};
   auto r = tx.exec_params(
-      "SELECT extract(epoch FROM last_at)::float8 FROM history_backfill WHERE community_id = $1",
+      "SELECT extract(epoch FROM max(last_at))::float8 FROM history_backfill "
+      "WHERE community_id = $1",
       community_id);
-  if (r.empty())
+  if (r.empty() || r[0][0].is_null())
     return std::nullopt;
   return r[0][0].as<double>();
 }

@@ -21,20 +21,39 @@ CREATE FUNCTION waggle_commit_floor_secs() RETURNS int
   LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT 960';
 
 -- Rows inserted with an older created_at (imports, clock skew, tests) are
--- never refused: their community remembers the latest time one was inserted,
--- and covered reads of that community stay on the writer until the fence
--- passes it. Written only by late inserts, so on-time writes never touch it.
+-- never refused: their community keeps a mark at or after the time one was
+-- inserted, and covered reads of that community stay on the writer until the
+-- fence passes it (docs/replicas.md, "Late rows"). The watermark is the
+-- greatest mark of the community. Marks are only inserted, never updated,
+-- and older ones are deleted with SKIP LOCKED, so two transactions that
+-- insert late rows into one community never wait for each other (one row
+-- updated in place would hold its lock until commit and serialise them).
 CREATE TABLE history_backfill (
-  community_id bigint      PRIMARY KEY REFERENCES communities (id) ON DELETE CASCADE,
+  community_id bigint      NOT NULL REFERENCES communities (id) ON DELETE CASCADE,
   last_at      timestamptz NOT NULL
 );
+CREATE INDEX history_backfill_mark ON history_backfill (community_id, last_at);
 
+-- A mark is one second ahead of the insert, and a late row whose community
+-- already holds a visible mark at or after its own insert time adds none: a
+-- bulk import writes about one mark a second, not one per row. A mark it
+-- relies on is committed (or its own transaction's), so it is visible
+-- whenever the row is. Deleting the older marks in the same transaction as
+-- the new one keeps the greatest mark visible at every instant.
 CREATE FUNCTION waggle_note_late_event() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  mark timestamptz;
 BEGIN
-  INSERT INTO history_backfill (community_id, last_at)
-  VALUES (NEW.community_id, clock_timestamp())
-  ON CONFLICT (community_id)
-    DO UPDATE SET last_at = greatest(history_backfill.last_at, EXCLUDED.last_at);
+  IF EXISTS (SELECT 1 FROM history_backfill
+              WHERE community_id = NEW.community_id AND last_at >= clock_timestamp()) THEN
+    RETURN NULL;
+  END IF;
+  mark := clock_timestamp() + interval '1 second';
+  DELETE FROM history_backfill
+   WHERE ctid IN (SELECT ctid FROM history_backfill
+                   WHERE community_id = NEW.community_id AND last_at < mark
+                     FOR UPDATE SKIP LOCKED);
+  INSERT INTO history_backfill (community_id, last_at) VALUES (NEW.community_id, mark);
   RETURN NULL;
 END $$;
 

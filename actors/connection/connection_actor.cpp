@@ -153,7 +153,8 @@ void connection_state::on_ingest_reply(const std::string& id, const ingest_reply
   --events_in_flight;
   // Any answer, even a failure whose commit is in doubt: a bounded replica
   // read after it must be proved later (docs/replicas.md, read-your-writes).
-  last_write_answer = env.steady_now();
+  if (settings.note_write_answers)
+    last_write_answer = env.steady_now();
   answer_with(id, answer_for(reply.outcome, reply.reason));
   finish_drain_if_idle();
 }

@@ -64,6 +64,10 @@ struct connection_settings {
   // reading costs the node one page, not its whole history. 0: at once.
   uint32_t history_page_rows = 100;
   size_t history_page_drain_bytes = 64u << 10;
+  // Bounded replica reads are on (docs/replicas.md): every write answer
+  // reads the clock, and a later read must be proved after it
+  // (read-your-writes). Off, nothing needs that time and no clock is read.
+  bool note_write_answers = false;
   // Unsent history (text and per-frame overhead) this connection may hold
   // at once; a history that would pass it is refused. 0 = no limit. Without
   // it one slow reader could hold the whole node-wide budget.

@@ -69,6 +69,9 @@ struct node_config {
   size_t replica_pool_size = 4;
   int64_t replica_acquire_budget_ms = 150;
   int64_t replica_read_max_age_ms = 0;  // bounded head reads; 0 = off
+  bool bounded_replica_reads() const {
+    return replica_read_max_age_ms > 0 && !read_database_urls.empty();
+  }
   int64_t heartbeat_interval_ms = 500;
   int64_t heartbeat_stale_ms = 5000;
   int64_t read_timeout_ms = 30000;

@@ -192,6 +192,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.max_history_bytes = cfg.max_history_bytes_per_connection;
   settings.history_stall = std::chrono::seconds(cfg.history_stall_seconds);
   settings.history_page_rows = cfg.history_page_rows;
+  settings.note_write_answers = cfg.bounded_replica_reads();
   settings.max_auth_keys = cfg.max_auth_keys;
   settings.read_timeout = std::chrono::milliseconds(cfg.read_timeout_ms);
   settings.reads.max_in_flight = cfg.max_reads_in_flight;
@@ -267,6 +268,10 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
       static_cast<int64_t>(cfg.max_history_bytes_per_connection));
   num("history_stall_seconds", cfg.history_stall_seconds);
   num("history_page_rows", cfg.history_page_rows);
+  // Whether connections read the clock on every write answer (bounded
+  // replica reads); the replay has no replica, so the flag travels alone.
+  w.Key("note_write_answers");
+  w.Bool(cfg.bounded_replica_reads());
   // 0: no delivery actors (no --operator-listeners), and none in the replay.
   num("delivery_slots",
       cfg.operator_listeners.empty() ? 0 : static_cast<int64_t>(cfg.delivery_slots));

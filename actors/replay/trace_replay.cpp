@@ -93,10 +93,13 @@ bool runs_in_replay(const std::string& actor) {
 
 // What the header says about push (docs/push.md), beyond node_config, which
 // knows push is on only by a gateway URL the trace does not carry.
-struct push_header {
-  bool enabled = false;  // --push-gateway-url set: ingest gates, push actors run
+// What the header says about a node beyond its node_config: settings the
+// replay derives from URLs it does not have.
+struct node_switches {
+  bool enabled = false;  // push: --push-gateway-url set, ingest gates, push actors run
   uint32_t slots = 0;
   int64_t completion_delay_ms = 0;
+  bool note_write_answers = false;  // bounded replica reads (connection_settings)
 };
 
 // Deeper than any message of messages/types.hpp nests; deeper lines are
@@ -152,7 +155,7 @@ std::string check_config(const node_config& cfg) {
 
 // The node settings the header carries (trace_node_json), over defaults.
 node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
-                        push_header& push) {
+                        node_switches& push) {
   node_config cfg;
   relay_pubkey = string_field(node, "relay_pubkey");
   // Negative numbers stay out of range (checked by check_config), not huge.
@@ -190,6 +193,8 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
   cfg.max_limit = static_cast<uint32_t>(int_field(node, "max_limit", cfg.max_limit));
   // Traces from before search: off (their REQs with `search` were refused).
   cfg.search = bool_field(node, "search", false);
+  // Traces from before replicas: connections read no clock on write answers.
+  push.note_write_answers = bool_field(node, "note_write_answers", false);
   // Traces from before push: push off (ingest runs no gate, no push actors).
   push.enabled = bool_field(node, "push_enabled", false);
   cfg.push_gate_cache = bool_field(node, "push_gate_cache", cfg.push_gate_cache);
@@ -204,7 +209,7 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
 // One replay: the node's actors over the player's stand-ins.
 class replayer {
  public:
-  replayer(const node_config& cfg, push_header push, std::string relay_pubkey,
+  replayer(const node_config& cfg, node_switches push, std::string relay_pubkey,
            replay_player_ptr player, replay_options options)
     : cfg_(cfg), push_(push), relay_pubkey_(std::move(relay_pubkey)),
       player_(std::move(player)), options_(options) {
@@ -275,7 +280,7 @@ class replayer {
   void take_reply(const record& r);
 
   node_config cfg_;
-  push_header push_;
+  node_switches push_;
   std::string relay_pubkey_;
   replay_player_ptr player_;
   replay_options options_;
@@ -459,6 +464,7 @@ bool replayer::feed_client(const record& r) {
   if (k == "open") {
     auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host,
                                             r.policy.empty() || r.policy == "open");
+    settings.note_write_answers = push_.note_write_answers;
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
       connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
@@ -470,6 +476,7 @@ bool replayer::feed_client(const record& r) {
   } else if (k == "http_in") {
     http_submit_context ctx;
     ctx.settings = connection_settings_for(cfg_, relay_pubkey_, r.community, "");
+    ctx.settings.note_write_answers = push_.note_write_answers;
     ctx.ingest = caf::actor_cast<ingest_actor>(gate_);
     ctx.hub = hub_;
     ctx.group = group_;
@@ -762,7 +769,7 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
     return out;
   }
   std::string relay_pubkey;
-  push_header push;
+  node_switches push;
   auto cfg = config_from(header["node"], relay_pubkey, push);
   if (auto bad = check_config(cfg); !bad.empty()) {
     out.error = bad;

@@ -1,7 +1,7 @@
 // Red team of issue 17's replica routing (docs/replicas.md), against the
 // streaming standby that ./scripts/test starts. Each test is a concrete
-// interleaving that breaks one of the claims; each is RED on the code it was
-// written against (core17 da52f7b) and says which fix turns it green.
+// interleaving that broke one of the claims on the code it was written
+// against (core17 da52f7b), and says which fix turned it green.
 //
 // 1. Claim 1 (covered pages miss nothing committed before the access check):
 //    a session whose track_activities is off (a superuser's SET, or ALTER
@@ -27,12 +27,12 @@
 //    the new entries, and a replica still showing the old history at a higher
 //    token validates against them.
 //
-// Red checks as run (core17 da52f7b): all four fail. With three trial fixes
-// applied (not committed; production code is not ours to change) all four
-// pass: the probe counting state = 'disabled' as hidden (1); run_routed
-// answering a replica 57014 as replica_error, the writer re-reading (2, 3;
-// the real fix must still tell a spent budget apart); the prober rotating
-// when the epoch changes to one whose token is at most its highest (4).
+// Red checks as run (core17 da52f7b): all four fail. Fixed since, and each
+// test now guards its fix: the probe counts state = 'disabled' as hidden (1);
+// every replica error, a 57014 and a spent budget included, is read again on
+// the writer as replica_error (2, 3); the prober rotates when the epoch
+// changes to one whose token is at most its highest (4). The code without
+// these fixes is the red check: all four failed on it.
 
 #include <atomic>
 #include <chrono>
@@ -235,7 +235,7 @@ const std::string writer_replica_error =
 // Green once the probe counts a backend with state = 'disabled' (or
 // xact_start NULL and state <> 'idle') as one it cannot see (provable =
 // false), as it already does for '<insufficient privilege>'.
-TEST_F(replica_redteam, AnInvisibleTransactionsOnTimeRowIsMissingFromACoveredPage) {
+TEST_F(replica_redteam, AnOnTimeRowOfASessionWithTrackActivitiesOffIsOnTheCoveredPage) {
   standby::restore_on_exit restore;
   auto setup = db_->connect();
   auto other = db::add_community(*setup, "hidden.test", "Hidden", community_policy::open);
@@ -270,7 +270,7 @@ TEST_F(replica_redteam, AnInvisibleTransactionsOnTimeRowIsMissingFromACoveredPag
       break;
     std::this_thread::sleep_for(100ms);
   }
-  prove(false);  // provable today: the open transaction is invisible
+  prove(false);  // the open hidden transaction makes the probe unprovable: no proof
   ASSERT_LT(static_cast<double>(created), fence_wall_);
   ASSERT_TRUE(standby::pause_replay());
   xs.exec("COMMIT");
@@ -306,7 +306,7 @@ TEST_F(replica_redteam, AnInvisibleTransactionsOnTimeRowIsMissingFromACoveredPag
 // the message "canceling statement due to statement timeout" AND a read that
 // was running, not waiting on a lock), or the replica session sets a
 // lock_timeout below the budget and 55P03 is a replica_error.
-TEST_F(replica_redteam, AReplayedLockTheWriterReleasedTurnsACoveredReadIntoAClientError) {
+TEST_F(replica_redteam, AReplayedLockTheWriterReleasedIsAnsweredFromTheWriter) {
   standby::restore_on_exit restore;
   prove();
   replica_holds_a_lock_the_writer_released();
@@ -327,7 +327,7 @@ TEST_F(replica_redteam, AReplayedLockTheWriterReleasedTurnsACoveredReadIntoAClie
 // Finding 3 (claim 4): the same wait, ended by an operator's
 // pg_cancel_backend on the standby: "canceling statement due to user
 // request" is 57014 too, and the client is told its read was too wide.
-TEST_F(replica_redteam, AnOperatorsCancelOnTheStandbyReachesTheClient) {
+TEST_F(replica_redteam, AnOperatorsCancelOnTheStandbyIsAnsweredFromTheWriter) {
   standby::restore_on_exit restore;
   prove();
   replica_holds_a_lock_the_writer_released();
@@ -372,7 +372,7 @@ TEST_F(replica_redteam, AnOperatorsCancelOnTheStandbyReachesTheClient) {
 // prober has seen is handled as a regression (rotate): a rotation by any node
 // always sets token = greatest(token, highest) + 1, above every token of the
 // history it rotated, so only a history that went back shows an older token.
-TEST_F(replica_redteam, AnOldEpochRestoredWithAnOlderTokenStillValidatesItsOldReplicas) {
+TEST_F(replica_redteam, AnOldEpochRestoredWithAnOlderTokenIsRotatedAndItsReplicasFail) {
   pqxx::connection admin(db_->url());
   auto exec = [&](const std::string& sql) {
     pqxx::nontransaction tx(admin);
