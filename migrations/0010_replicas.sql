@@ -39,20 +39,27 @@ CREATE INDEX history_backfill_mark ON history_backfill (community_id, last_at);
 -- bulk import writes about one mark a second, not one per row. A mark it
 -- relies on is committed (or its own transaction's), so it is visible
 -- whenever the row is. Deleting the older marks in the same transaction as
--- the new one keeps the greatest mark visible at every instant.
+-- the new one keeps the greatest mark visible at every instant. The clock is
+-- read once, after the row's insert (an AFTER ROW trigger runs at the end of
+-- its statement), so it bounds the index scan. Only a READ COMMITTED
+-- transaction deletes: under REPEATABLE READ a mark another transaction
+-- deleted since the snapshot is a serialization failure, and an old mark
+-- left behind is harmless (the next late insert of the community removes it).
 CREATE FUNCTION waggle_note_late_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-  mark timestamptz;
+  now_ timestamptz := clock_timestamp();
+  mark timestamptz := now_ + interval '1 second';
 BEGIN
   IF EXISTS (SELECT 1 FROM history_backfill
-              WHERE community_id = NEW.community_id AND last_at >= clock_timestamp()) THEN
+              WHERE community_id = NEW.community_id AND last_at >= now_) THEN
     RETURN NULL;
   END IF;
-  mark := clock_timestamp() + interval '1 second';
-  DELETE FROM history_backfill
-   WHERE ctid IN (SELECT ctid FROM history_backfill
-                   WHERE community_id = NEW.community_id AND last_at < mark
-                     FOR UPDATE SKIP LOCKED);
+  IF current_setting('transaction_isolation') = 'read committed' THEN
+    DELETE FROM history_backfill
+     WHERE ctid IN (SELECT ctid FROM history_backfill
+                     WHERE community_id = NEW.community_id AND last_at < mark
+                       FOR UPDATE SKIP LOCKED);
+  END IF;
   INSERT INTO history_backfill (community_id, last_at) VALUES (NEW.community_id, mark);
   RETURN NULL;
 END $$;

@@ -134,6 +134,30 @@ TEST_F(HistoryBackfill, TwoOpenTransactionsWritingLateRowsNeverWait) {
   EXPECT_EQ(all_rows(c), 3);
 }
 
+// An import at REPEATABLE READ whose snapshot still shows a mark another
+// writer has since replaced: it adds its mark and deletes nothing (red with
+// the delete at every level: "could not serialize access due to concurrent
+// update").
+TEST_F(HistoryBackfill, ARepeatableReadImportAfterAReplacedMarkDoesNotFail) {
+  auto c = community();
+  pqxx::nontransaction(conn()).exec(insert_sql(c, "first", 5000));
+  auto first = db::backfill_watermark(conn(), c);
+  ASSERT_TRUE(first.has_value());
+  auto a = connect();
+  pqxx::nontransaction ta(*a);
+  ta.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  ta.exec("SELECT 1");  // the snapshot, with the first mark in it
+  while (db_now(conn()) <= *first)
+    std::this_thread::sleep_for(50ms);
+  pqxx::nontransaction(conn()).exec(insert_sql(c, "replaces-it", 5000));
+  EXPECT_NO_THROW(ta.exec(insert_sql(c, "import", 5000)));
+  EXPECT_NO_THROW(ta.exec("COMMIT"));
+  EXPECT_EQ(all_rows(c), 3);
+  auto w = db::backfill_watermark(conn(), c);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_GT(*w, *first);
+}
+
 // A rolled-back late insert takes its mark and its deletes with it: the
 // committed mark it would have replaced is still there.
 TEST_F(HistoryBackfill, ARolledBackMarkLeavesTheOlderOne) {

@@ -129,6 +129,11 @@ TEST_F(ReplicaFallbackE2E, NodeBootsAndServesWithTheStandbyDownAndPicksItUpWhenI
   EXPECT_TRUE(ready());
 
   ASSERT_TRUE(standby::start_standby());
+  // Caught up: the replica's token is then one the prober took after the
+  // event's commit, so a bounded read must hold it. (While it catches up, a
+  // bounded read may prove a token sampled before the event, which another
+  // connection's read may miss for up to the max age: that is the bound.)
+  ASSERT_TRUE(standby::wait_replayed(pdb_->url()));
   r = route_until("history/replica/bounded", read, 30s);
   EXPECT_EQ(r.key(), "history/replica/bounded") << r.reason << "\n" << node_log();
   EXPECT_TRUE(got.has(ev.id));

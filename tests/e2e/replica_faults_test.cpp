@@ -54,7 +54,7 @@ class replica_faults : public ::testing::Test {
     auto id = db::add_community(*conn, "faults.test", "Faults", community_policy::open);
     ASSERT_TRUE(id.has_value());
     community_ = id->id;
-    // Old rows (inserted late: their community's watermark is now), all
+    // Old rows (inserted late: their community's watermark is about now), all
     // below the fence wall of any proof taken after this.
     now_ = pgtest::wall_now();
     pqxx::work tx(*conn);
@@ -64,6 +64,7 @@ class replica_faults : public ::testing::Test {
             "'{\"n\":' || i || '}' FROM generate_series(1, " + std::to_string(rows) + ") AS i");
     tx.commit();
     writer_ = db_->connect();
+    ASSERT_TRUE(pgtest::wait_past_late_marks(*writer_, community_));
     ASSERT_TRUE(standby::wait_replayed(db_->url()));
 
     db::replica_pool_options o;

@@ -77,7 +77,7 @@ class replica_redteam : public ::testing::Test {
     ASSERT_TRUE(id.has_value());
     community_ = id->id;
     now_ = pgtest::wall_now();
-    // Old rows, inserted late (the watermark is now; a proof taken after
+    // Old rows, inserted late (the watermark is about now; a proof taken after
     // this covers them).
     pqxx::work tx(*conn);
     tx.exec("INSERT INTO events (community_id, id, pubkey, created_at, kind, raw) "
@@ -86,6 +86,7 @@ class replica_redteam : public ::testing::Test {
             "'{\"n\":' || i || '}' FROM generate_series(1, " + std::to_string(rows) + ") AS i");
     tx.commit();
     writer_ = db_->connect();
+    ASSERT_TRUE(pgtest::wait_past_late_marks(*writer_, community_));
     ASSERT_TRUE(standby::wait_replayed(db_->url()));
 
     db::replica_pool_options o;

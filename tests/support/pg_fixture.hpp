@@ -46,6 +46,21 @@ inline int64_t wall_now() {
   return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// Late rows leave their community a mark up to a second ahead of the insert
+// (migration 0010): a proof taken before the database clock passes it keeps
+// covered reads of the community on the writer. Waits until it has passed.
+inline bool wait_past_late_marks(pqxx::connection& conn, int64_t community_id) {
+  for (int i = 0; i < 100; ++i) {
+    pqxx::nontransaction tx(conn);
+    if (tx.exec("SELECT coalesce(max(last_at) < clock_timestamp(), true) FROM history_backfill "
+                "WHERE community_id = " + std::to_string(community_id))
+          .at(0).at(0).as<bool>())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 inline std::string admin_url() {
   const char* u = std::getenv("WAGGLE_TEST_DATABASE_URL");
   return u ? std::string(u) : std::string();
