@@ -91,14 +91,13 @@ bool runs_in_replay(const std::string& actor) {
          && !starts("group_session") && actor != "delivery_store" && actor != "push_store";
 }
 
-// What the header says about push (docs/push.md), beyond node_config, which
-// knows push is on only by a gateway URL the trace does not carry.
-// What the header says about a node beyond its node_config: settings the
-// replay derives from URLs it does not have.
+// What the header says about a node beyond its node_config, which knows
+// these only by URLs the trace does not carry: push (docs/push.md) is on by
+// a gateway URL, bounded replica reads by a reader URL.
 struct node_switches {
-  bool enabled = false;  // push: --push-gateway-url set, ingest gates, push actors run
-  uint32_t slots = 0;
-  int64_t completion_delay_ms = 0;
+  bool push_enabled = false;  // --push-gateway-url: ingest gates, push actors run
+  uint32_t push_slots = 0;
+  int64_t push_completion_delay_ms = 0;
   bool note_write_answers = false;  // bounded replica reads (connection_settings)
 };
 
@@ -155,7 +154,7 @@ std::string check_config(const node_config& cfg) {
 
 // The node settings the header carries (trace_node_json), over defaults.
 node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
-                        node_switches& push) {
+                        node_switches& switches) {
   node_config cfg;
   relay_pubkey = string_field(node, "relay_pubkey");
   // Negative numbers stay out of range (checked by check_config), not huge.
@@ -194,24 +193,24 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
   // Traces from before search: off (their REQs with `search` were refused).
   cfg.search = bool_field(node, "search", false);
   // Traces from before replicas: connections read no clock on write answers.
-  push.note_write_answers = bool_field(node, "note_write_answers", false);
+  switches.note_write_answers = bool_field(node, "note_write_answers", false);
   // Traces from before push: push off (ingest runs no gate, no push actors).
-  push.enabled = bool_field(node, "push_enabled", false);
+  switches.push_enabled = bool_field(node, "push_enabled", false);
   cfg.push_gate_cache = bool_field(node, "push_gate_cache", cfg.push_gate_cache);
   cfg.push_slots = static_cast<uint32_t>(std::clamp<int64_t>(
     int_field(node, "push_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
   cfg.push_completion_delay_ms = int_field(node, "push_completion_delay_ms", 0);
-  push.slots = cfg.push_slots;
-  push.completion_delay_ms = cfg.push_completion_delay_ms;
+  switches.push_slots = cfg.push_slots;
+  switches.push_completion_delay_ms = cfg.push_completion_delay_ms;
   return cfg;
 }
 
 // One replay: the node's actors over the player's stand-ins.
 class replayer {
  public:
-  replayer(const node_config& cfg, node_switches push, std::string relay_pubkey,
+  replayer(const node_config& cfg, node_switches switches, std::string relay_pubkey,
            replay_player_ptr player, replay_options options)
-    : cfg_(cfg), push_(push), relay_pubkey_(std::move(relay_pubkey)),
+    : cfg_(cfg), switches_(switches), relay_pubkey_(std::move(relay_pubkey)),
       player_(std::move(player)), options_(options) {
     register_types(sys_cfg_);
     sys_cfg_.set("scheduler.policy", caf::atom("testing"));
@@ -280,7 +279,7 @@ class replayer {
   void take_reply(const record& r);
 
   node_config cfg_;
-  node_switches push_;
+  node_switches switches_;
   std::string relay_pubkey_;
   replay_player_ptr player_;
   replay_options options_;
@@ -313,7 +312,7 @@ void replayer::spawn_node() {
   for (size_t i = 0; i < cfg_.writers; ++i)
     writers.push_back(caf::actor_cast<writer_session_actor>(stub("writer-" + std::to_string(i))));
   auto ingest_settings = ingest_settings_for(cfg_);
-  ingest_settings.push_enabled = push_.enabled;  // the header's, not a gateway URL
+  ingest_settings.push_enabled = switches_.push_enabled;  // the header's, not a gateway URL
   ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings, std::move(writers), hub_,
                              env_.for_actor("ingest")));
   gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
@@ -342,8 +341,8 @@ void replayer::spawn_node() {
   std::vector<delivery_replay_spec> specs;
   if (cfg_.delivery_slots > 0)
     specs.push_back(listener_delivery_spec(cfg_.delivery_slots));
-  if (push_.enabled)
-    specs.push_back(push_delivery_spec(push_.slots, push_.completion_delay_ms));
+  if (switches_.push_enabled)
+    specs.push_back(push_delivery_spec(switches_.push_slots, switches_.push_completion_delay_ms));
   for (auto& spec : specs) {
     auto store = stub(spec.store);
     deliveries_.push_back(
@@ -464,7 +463,7 @@ bool replayer::feed_client(const record& r) {
   if (k == "open") {
     auto settings = connection_settings_for(cfg_, relay_pubkey_, r.community, r.host,
                                             r.policy.empty() || r.policy == "open");
-    settings.note_write_answers = push_.note_write_answers;
+    settings.note_write_answers = switches_.note_write_answers;
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
       connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
@@ -476,7 +475,7 @@ bool replayer::feed_client(const record& r) {
   } else if (k == "http_in") {
     http_submit_context ctx;
     ctx.settings = connection_settings_for(cfg_, relay_pubkey_, r.community, "");
-    ctx.settings.note_write_answers = push_.note_write_answers;
+    ctx.settings.note_write_answers = switches_.note_write_answers;
     ctx.ingest = caf::actor_cast<ingest_actor>(gate_);
     ctx.hub = hub_;
     ctx.group = group_;
@@ -769,8 +768,8 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
     return out;
   }
   std::string relay_pubkey;
-  node_switches push;
-  auto cfg = config_from(header["node"], relay_pubkey, push);
+  node_switches switches;
+  auto cfg = config_from(header["node"], relay_pubkey, switches);
   if (auto bad = check_config(cfg); !bad.empty()) {
     out.error = bad;
     return out;
@@ -781,7 +780,7 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
       player->add_reading(r.actor, {r.seq, r.what, r.value});
   out.records = records.size();
   {
-    replayer replay{cfg, push, relay_pubkey, player, options};
+    replayer replay{cfg, switches, relay_pubkey, player, options};
     for (auto& r : records)
       if (!replay.step(r, out))
         break;
