@@ -1,8 +1,11 @@
 #include "gateway/http_client.hpp"
 
+#include <atomic>
 #include <cctype>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -258,6 +261,46 @@ void exchange::finish(http_result r) {
   }
 }
 
+// A client dropped from inside its own `done` cannot join its own thread.
+// Detaching it is not enough: if the process then exits while that thread is
+// still freeing its SSL context, exit() tears OpenSSL down under it (about one
+// run in 150 of DroppingTheClientFromItsOwnCallbackDoesNotDeadlock crashed at
+// exit). Such threads are adopted here and joined at exit; the reaper is made
+// on first use, after OpenSSL registered its own clean-up, so it is destroyed
+// first. Threads that already ended are joined at each adoption, so a program
+// that drops many clients this way holds only the ones still ending.
+class io_thread_reaper {
+ public:
+  static io_thread_reaper& instance() {
+    static io_thread_reaper reaper;
+    return reaper;
+  }
+
+  void adopt(std::thread thread, std::shared_ptr<std::atomic<bool>> ended) {
+    std::lock_guard lock(m_);
+    std::erase_if(orphans_, [](orphan& o) {
+      if (!o.ended->load())
+        return false;
+      o.thread.join();
+      return true;
+    });
+    orphans_.push_back({std::move(thread), std::move(ended)});
+  }
+
+  ~io_thread_reaper() {
+    for (auto& o : orphans_)
+      o.thread.join();
+  }
+
+ private:
+  struct orphan {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended;
+  };
+  std::mutex m_;
+  std::vector<orphan> orphans_;
+};
+
 class beast_http_client final : public http_client {
  public:
   explicit beast_http_client(http_client_options options) : core_(std::make_shared<core>()) {
@@ -268,14 +311,19 @@ class beast_http_client final : public http_client {
     if (!options.extra_ca_pem.empty())
       core_->ctx.add_certificate_authority(net::buffer(options.extra_ca_pem));
     // The thread keeps the core alive, so a client dropped from inside a
-    // `done` (on this very thread) can detach instead of joining itself.
-    thread_ = std::thread([c = core_] { c->ioc.run(); });
+    // `done` (on this very thread) can hand the thread to the reaper instead
+    // of joining itself; `ended` tells the reaper the core is gone.
+    thread_ = std::thread([c = core_, ended = ended_]() mutable {
+      c->ioc.run();
+      c.reset();
+      ended->store(true);
+    });
   }
 
   ~beast_http_client() override {
     net::post(core_->ioc, [c = core_.get()] { c->stop(); });
     if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach();
+      io_thread_reaper::instance().adopt(std::move(thread_), ended_);
     else
       thread_.join();
   }
@@ -292,6 +340,7 @@ class beast_http_client final : public http_client {
 
  private:
   std::shared_ptr<core> core_;
+  std::shared_ptr<std::atomic<bool>> ended_ = std::make_shared<std::atomic<bool>>(false);
   std::thread thread_;
 };
 

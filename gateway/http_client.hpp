@@ -47,7 +47,9 @@ class http_client {
 };
 
 // The Beast client. Stopping it (the destructor) fails every exchange still
-// in flight with error "stopped" and joins its thread.
+// in flight with error "stopped" and joins its thread; dropped from inside
+// its own `done`, it cannot join itself, so the thread ends on its own and is
+// joined later (at the latest when the process exits).
 std::shared_ptr<http_client> make_http_client();
 
 // For tests: certificates (PEM) trusted besides the system's store, so an

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -382,6 +384,39 @@ TEST(HttpClient, DroppingTheClientFromItsOwnCallbackDoesNotDeadlock) {
   holder.reset();
   ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(fut.get(), 200);
+}
+
+// A client dropped from its own callback leaves its thread running after the
+// drop; the process must not end under it (a detached thread still freeing
+// its SSL context while exit() tore OpenSSL down crashed ~1 run in 150). In a
+// child process: an exchange still in flight when the client is dropped gets
+// "stopped", and its callback takes 200 ms; exit() must wait for it.
+TEST(HttpClientDeathTest, ExitWaitsForTheThreadOfAClientDroppedFromItsOwnCallback) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto child = [] {
+    {
+      test_server srv;
+      auto holder = std::make_shared<std::shared_ptr<http_client>>(make_http_client());
+      auto* raw = holder->get();
+      raw->post(post_to(srv.url("/hang"), 30s), [](http_result r) {
+        std::this_thread::sleep_for(200ms);
+        std::fprintf(stderr, "slow callback ended: %s\n", r.error.c_str());
+      });
+      if (!srv.wait_for_requests(1, 10s))
+        std::_Exit(3);
+      auto dropped = std::make_shared<std::promise<void>>();
+      auto fut = dropped->get_future();
+      raw->post(post_to(srv.url("/ok")), [holder, dropped](http_result) {
+        holder->reset();
+        dropped->set_value();
+      });
+      holder.reset();
+      if (fut.wait_for(10s) != std::future_status::ready)
+        std::_Exit(4);
+    }
+    std::exit(0);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "slow callback ended: ");
 }
 
 TEST(HttpUrl, Accepted) {
