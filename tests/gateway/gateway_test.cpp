@@ -96,6 +96,14 @@ struct fake_node {
   // a test hands the credit back itself through last_sink.
   std::atomic<bool> ack_frames{true};
   socket_sink_ptr last_sink;  // under mtx
+  // The threads that answer POST /events, joined here rather than detached:
+  // a detached one could still be ending while the process exits.
+  std::vector<std::thread> answerers;  // under mtx
+
+  ~fake_node() {
+    for (auto& t : answerers)
+      t.join();
+  }
 
   std::vector<std::string> frames_copy() {
     std::lock_guard lock{mtx};
@@ -197,7 +205,7 @@ struct fake_node {
         submits.emplace_back(req.body, auth.pubkey);
       }
       // Answer from another thread, like the real node does.
-      std::thread([body = std::move(req.body), done = std::move(done)] {
+      std::thread answerer([body = std::move(req.body), done = std::move(done)] {
         auto ev = proto::parse_event(body);
         if (!ev)
           return done({"", false, answer_for(ev.error()).message, 400});
@@ -206,7 +214,9 @@ struct fake_node {
           return done({ev->id, x.accepted, x.message, x.http_status});
         }
         done({ev->id, true, "", 200});
-      }).detach();
+      });
+      std::lock_guard lock{mtx};
+      answerers.push_back(std::move(answerer));
     };
     a.relay_info = [](const waggle::community&) { return nip11_doc; };
     a.ready = [this] { return ready.load(); };
