@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -261,19 +262,31 @@ void exchange::finish(http_result r) {
   }
 }
 
-// A client dropped from inside its own `done` cannot join its own thread.
-// Detaching it is not enough: if the process then exits while that thread is
-// still freeing its SSL context, exit() tears OpenSSL down under it (about one
-// run in 150 of DroppingTheClientFromItsOwnCallbackDoesNotDeadlock crashed at
-// exit). Such threads are adopted here and joined at exit; the reaper is made
-// on first use, after OpenSSL registered its own clean-up, so it is destroyed
-// first. Threads that already ended are joined at each adoption, so a program
-// that drops many clients this way holds only the ones still ending.
+// Set on every client's io thread. A client destroyed there (inside a `done`,
+// its own client's or another's) must not join: not its own thread, and not
+// another client's either, or two clients whose callbacks drop each other
+// would each wait for the other forever.
+thread_local bool on_client_io_thread = false;
+
+// Where the threads of clients destroyed on an io thread go. Detaching them is
+// not enough: if the process then exits while such a thread is still freeing
+// its SSL context, exit() tears OpenSSL down under it (about one run in 150 of
+// DroppingTheClientFromItsOwnCallbackDoesNotDeadlock crashed at exit). They
+// are joined at exit by a handler registered on first use, after OpenSSL
+// registered its own clean-up (the first client's SSL context), so it runs
+// first. The reaper itself is never destroyed, so an adoption that comes
+// late (a callback running during exit) still finds it. Threads that already
+// ended are joined at each adoption: a program that drops many clients this
+// way holds only the ones still ending.
 class io_thread_reaper {
  public:
   static io_thread_reaper& instance() {
-    static io_thread_reaper reaper;
-    return reaper;
+    static io_thread_reaper* reaper = [] {
+      auto* r = new io_thread_reaper;
+      std::atexit([] { instance().join_all(); });
+      return r;
+    }();
+    return *reaper;
   }
 
   void adopt(std::thread thread, std::shared_ptr<std::atomic<bool>> ended) {
@@ -287,16 +300,34 @@ class io_thread_reaper {
     orphans_.push_back({std::move(thread), std::move(ended)});
   }
 
-  ~io_thread_reaper() {
-    for (auto& o : orphans_)
-      o.thread.join();
-  }
-
  private:
   struct orphan {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> ended;
   };
+
+  // Joins outside the lock (a thread being joined may still adopt another)
+  // until nothing is left. exit() called from an orphan's own callback runs
+  // this on that orphan: it cannot join itself, and needs not, as it is the
+  // thread doing the exit.
+  void join_all() {
+    for (;;) {
+      std::vector<orphan> batch;
+      {
+        std::lock_guard lock(m_);
+        batch.swap(orphans_);
+      }
+      if (batch.empty())
+        return;
+      for (auto& o : batch) {
+        if (o.thread.get_id() == std::this_thread::get_id())
+          o.thread.detach();
+        else
+          o.thread.join();
+      }
+    }
+  }
+
   std::mutex m_;
   std::vector<orphan> orphans_;
 };
@@ -310,10 +341,11 @@ class beast_http_client final : public http_client {
     core_->ctx.set_verify_mode(ssl::verify_peer);
     if (!options.extra_ca_pem.empty())
       core_->ctx.add_certificate_authority(net::buffer(options.extra_ca_pem));
-    // The thread keeps the core alive, so a client dropped from inside a
-    // `done` (on this very thread) can hand the thread to the reaper instead
-    // of joining itself; `ended` tells the reaper the core is gone.
+    // The thread keeps the core alive, so a client destroyed inside a `done`
+    // can hand the thread to the reaper instead of joining it; `ended` tells
+    // the reaper the core is gone.
     thread_ = std::thread([c = core_, ended = ended_]() mutable {
+      on_client_io_thread = true;
       c->ioc.run();
       c.reset();
       ended->store(true);
@@ -322,7 +354,7 @@ class beast_http_client final : public http_client {
 
   ~beast_http_client() override {
     net::post(core_->ioc, [c = core_.get()] { c->stop(); });
-    if (thread_.get_id() == std::this_thread::get_id())
+    if (on_client_io_thread)
       io_thread_reaper::instance().adopt(std::move(thread_), ended_);
     else
       thread_.join();

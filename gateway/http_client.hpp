@@ -47,9 +47,12 @@ class http_client {
 };
 
 // The Beast client. Stopping it (the destructor) fails every exchange still
-// in flight with error "stopped" and joins its thread; dropped from inside
-// its own `done`, it cannot join itself, so the thread ends on its own and is
-// joined later (at the latest when the process exits).
+// in flight with error "stopped". From any other thread the destructor joins
+// the client's io thread: every `done` has run when it returns. Destroyed on a
+// client's io thread (inside a `done`, of this client or another), it cannot
+// wait: the thread ends on its own and is joined later, at the latest at
+// exit, and its "stopped" callbacks may run after the destructor returned,
+// even while the process exits.
 std::shared_ptr<http_client> make_http_client();
 
 // For tests: certificates (PEM) trusted besides the system's store, so an

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
@@ -417,6 +419,66 @@ TEST(HttpClientDeathTest, ExitWaitsForTheThreadOfAClientDroppedFromItsOwnCallbac
     std::exit(0);
   };
   EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "slow callback ended: ");
+}
+
+// exit() from inside the callback that dropped the client: the exit runs on
+// the very thread the reaper holds, which must not wait for itself (a join
+// there aborted with "Resource deadlock avoided").
+TEST(HttpClientDeathTest, ExitFromTheCallbackThatDroppedTheClient) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto child = [] {
+    alarm(10);  // a hang fails the test instead of the run
+    test_server srv;
+    auto holder = std::make_shared<std::shared_ptr<http_client>>(make_http_client());
+    auto* raw = holder->get();
+    raw->post(post_to(srv.url("/ok")), [holder](http_result) {
+      holder->reset();
+      std::exit(0);
+    });
+    holder.reset();
+    std::this_thread::sleep_for(10s);
+    std::_Exit(5);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
+}
+
+// Two clients whose callbacks each drop the other: A's callback destroys B,
+// whose "stopped" callback destroys A. Neither destructor may wait for the
+// other's thread, or each waits on the other for ever.
+TEST(HttpClientDeathTest, TwoClientsDroppingEachOtherFromTheirCallbacksBothEnd) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto child = [] {
+    alarm(10);
+    {
+      test_server srv;
+      auto a = std::make_shared<std::shared_ptr<http_client>>(make_http_client());
+      auto b = std::make_shared<std::shared_ptr<http_client>>(make_http_client());
+      auto* raw_a = a->get();
+      auto* raw_b = b->get();
+      auto a_done = std::make_shared<std::promise<void>>();
+      auto b_done = std::make_shared<std::promise<void>>();
+      auto a_fut = a_done->get_future();
+      auto b_fut = b_done->get_future();
+      raw_b->post(post_to(srv.url("/hang"), 30s), [a, b_done](http_result r) {
+        a->reset();  // on B's thread: the last reference to A
+        if (r.error == "stopped")
+          b_done->set_value();
+      });
+      if (!srv.wait_for_requests(1, 5s))
+        std::_Exit(3);
+      raw_a->post(post_to(srv.url("/ok")), [b, a_done](http_result) {
+        b->reset();  // on A's thread: the last reference to B
+        a_done->set_value();
+      });
+      a.reset();
+      b.reset();
+      if (a_fut.wait_for(5s) != std::future_status::ready ||
+          b_fut.wait_for(5s) != std::future_status::ready)
+        std::_Exit(4);
+    }
+    std::exit(0);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(HttpUrl, Accepted) {
