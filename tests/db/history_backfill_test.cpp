@@ -4,9 +4,7 @@
 // community never wait for each other; a bulk import writes about one mark a
 // second and the table stays about a row per community.
 
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include <pqxx/nontransaction>
 
@@ -15,8 +13,6 @@
 
 namespace waggle::pgtest {
 namespace {
-
-using namespace std::chrono_literals;
 
 class HistoryBackfill : public PgTest {
  protected:
@@ -90,8 +86,7 @@ TEST_F(HistoryBackfill, ANewerMarkReplacesTheOlderOnes) {
   pqxx::nontransaction(conn()).exec(insert_sql(c, "late-1", 5000));
   auto first = db::backfill_watermark(conn(), c);
   ASSERT_TRUE(first.has_value());
-  while (db_now(conn()) <= *first)
-    std::this_thread::sleep_for(50ms);  // past the first mark: the next insert needs its own
+  ASSERT_TRUE(wait_past_late_marks(conn(), c));  // past the first mark: the next insert needs its own
   double second_insert = db_now(conn());
   pqxx::nontransaction(conn()).exec(insert_sql(c, "late-2", 5000));
   auto second = db::backfill_watermark(conn(), c);
@@ -112,8 +107,7 @@ TEST_F(HistoryBackfill, TwoOpenTransactionsWritingLateRowsNeverWait) {
   pqxx::nontransaction(conn()).exec(insert_sql(c, "earlier", 5000));
   auto earlier = db::backfill_watermark(conn(), c);
   ASSERT_TRUE(earlier.has_value());
-  while (db_now(conn()) <= *earlier)
-    std::this_thread::sleep_for(50ms);  // past it: the next late insert replaces it
+  ASSERT_TRUE(wait_past_late_marks(conn(), c));  // past it: the next late insert replaces it
   auto a = connect();
   auto b = connect();
   pqxx::nontransaction ta(*a);
@@ -147,8 +141,7 @@ TEST_F(HistoryBackfill, ARepeatableReadImportAfterAReplacedMarkDoesNotFail) {
   pqxx::nontransaction ta(*a);
   ta.exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
   ta.exec("SELECT 1");  // the snapshot, with the first mark in it
-  while (db_now(conn()) <= *first)
-    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(wait_past_late_marks(conn(), c));
   pqxx::nontransaction(conn()).exec(insert_sql(c, "replaces-it", 5000));
   EXPECT_NO_THROW(ta.exec(insert_sql(c, "import", 5000)));
   EXPECT_NO_THROW(ta.exec("COMMIT"));
@@ -165,8 +158,7 @@ TEST_F(HistoryBackfill, ARolledBackMarkLeavesTheOlderOne) {
   pqxx::nontransaction(conn()).exec(insert_sql(c, "late-1", 5000));
   auto first = db::backfill_watermark(conn(), c);
   ASSERT_TRUE(first.has_value());
-  while (db_now(conn()) <= *first)
-    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(wait_past_late_marks(conn(), c));
   {
     pqxx::nontransaction tx(conn());
     tx.exec("BEGIN");
