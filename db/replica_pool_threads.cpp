@@ -173,11 +173,14 @@ void run_watchdog(replica_pool_state& s) {
       if (slot->fired)
         continue;
       if (now >= slot->deadline) {
+        // Counted before the shutdown: the reader wakes the moment the socket
+        // is shut and must find its read counted (counted after, a reader
+        // that checked at once saw 0 — a test failed on that, once).
+        slot->fired = true;
+        s.counters.watchdog_fired++;
         // shutdown, never close: the descriptor libpq blocks on stays libpq's;
         // its read returns EOF and libpqxx throws broken_connection.
         ::shutdown(slot->watch_fd, SHUT_RDWR);
-        slot->fired = true;
-        s.counters.watchdog_fired++;
         ++fired;
       } else {
         next = std::min(next, slot->deadline);
