@@ -136,6 +136,15 @@ void run_connector(replica_pool_state& s) {
       s.counters.connects++;
       if (s.wanted > 0)
         --s.wanted;
+      // Reported before the session is handed out (and each failure before
+      // its waiters give up): whoever gets the session, or the miss, finds
+      // the report already made. Reported after, a test that acquired and
+      // then read the reports saw the old state, once.
+      if (recovered) {
+        lk.unlock();
+        s.report({session_report::reconnected, s.opts.name, {}, {}});
+        lk.lock();
+      }
       if (s.stopping) {
         lk.unlock();
         return;  // `slot` closes
@@ -145,8 +154,6 @@ void run_connector(replica_pool_state& s) {
       s.counters.idle++;
       lk.unlock();
       s.available.notify_all();
-      if (recovered)
-        s.report({session_report::reconnected, s.opts.name, {}, {}});
     } else {
       s.counters.connect_failures++;
       s.failing = true;
@@ -156,8 +163,8 @@ void run_connector(replica_pool_state& s) {
       s.wanted = 0;
       auto retry = s.backoff;
       lk.unlock();
-      s.available.notify_all();
       s.report({session_report::connect_failed, s.opts.name, retry, error});
+      s.available.notify_all();
     }
     lk.lock();
   }
