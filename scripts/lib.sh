@@ -28,6 +28,20 @@ WAGGLE_PG_BIN=${WAGGLE_PG_BIN:-/usr/lib/postgresql/15/bin}
 WAGGLE_PG_SUPERUSER=postgres   # the database superuser role initdb creates (trust auth, loopback only)
 
 wg_log() { printf '[waggle] %s\n' "$*" >&2; }
+
+# Every early exit says what failed. Under `set -e` a failing command ends the script; this
+# names it and where, instead of the silent exit 1 a bare errexit gives. Scripts without -e
+# (scripts/test records failures as stages) are not interrupted, so nothing is printed for them.
+# errtrace (set -E) carries the trap into functions; in command substitutions errexit is off,
+# and the command that used the substitution reports.
+wg_on_err() {
+  local rc=$?
+  case $- in *e*) ;; *) return 0 ;; esac
+  printf '[waggle] ERROR: exit %s from `%s` (%s line %s)\n' "$rc" "$BASH_COMMAND" \
+    "${BASH_SOURCE[1]:-?}" "${BASH_LINENO[0]:-?}" >&2
+}
+set -E
+trap wg_on_err ERR
 wg_die() { printf '[waggle] ERROR: %s\n' "$*" >&2; exit 1; }
 wg_is_root() { [ "$(id -u)" -eq 0 ]; }
 
@@ -41,19 +55,29 @@ wg_node_ok() {
     node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' 2>/dev/null
 }
 
+# wg_missing_packages PKG...: prints, one a line, each PKG that is not installed and configured.
+# dpkg-query exits 1 when it has never heard of a name (a fresh machine has never seen
+# libcaf-dev), so its status is not an answer: the abbreviated state of each package is. "ii"
+# is installed and configured; anything else (unknown, unpacked, half-configured, removed with
+# its config files left) is missing. DPKG_ADMINDIR, when set, names another dpkg database
+# (the install-check test uses one).
+wg_missing_packages() {
+  local p state
+  for p in "$@"; do
+    state=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) || state=
+    [ "${state:0:2}" = ii ] || printf '%s\n' "$p"
+  done
+}
+
 # Installs whatever is missing; prints nothing when everything is there.
 wg_install_deps() {
-  local pkgs=("${WAGGLE_APT_PACKAGES[@]}") missing=() p
+  local pkgs=("${WAGGLE_APT_PACKAGES[@]}") missing=()
   if wg_node_ok; then
     command -v npm >/dev/null 2>&1 || pkgs+=(npm)
   else
     pkgs+=(nodejs npm)
   fi
-  local installed
-  installed=" $(dpkg-query -W -f='${db:Status-Abbrev}${Package} ' "${pkgs[@]}" 2>/dev/null | tr -s ' ' | sed 's/ii /ii:/g') "
-  for p in "${pkgs[@]}"; do
-    [[ $installed == *" ii:$p "* ]] || missing+=("$p")
-  done
+  mapfile -t missing < <(wg_missing_packages "${pkgs[@]}")
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=()
   if ! wg_is_root; then
@@ -62,6 +86,10 @@ wg_install_deps() {
     sudo=(sudo)
   fi
   wg_log "installing: ${missing[*]}"
+  # A package left unpacked but not configured (an interrupted install) is finished first:
+  # apt-get refuses to install anything while dpkg has pending work.
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive dpkg --configure -a ||
+    wg_die "dpkg --configure -a failed"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
     wg_die "apt-get update failed"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
