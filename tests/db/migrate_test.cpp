@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::pgtest {
 namespace {
@@ -30,7 +31,7 @@ TEST_F(MigrateTest, EmbeddedMigrationsMatchTheSqlFiles) {
     EXPECT_LT(all[i - 1].version, all[i].version);
   // Byte for byte what is in migrations/ (the build re-embeds on change).
   for (const auto& m : all) {
-    std::FILE* f = std::fopen((std::string(WAGGLE_SOURCE_DIR) + "/migrations/" + m.name + ".sql").c_str(), "rb");
+    std::FILE* f = std::fopen((std::string(waggle::test_paths::source_dir) + "/migrations/" + m.name + ".sql").c_str(), "rb");
     ASSERT_NE(f, nullptr) << m.name;
     std::string text;
     char buf[4096];

@@ -13,6 +13,7 @@
 
 #include "db/roster_fence.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::pgtest {
 namespace {
@@ -316,7 +317,7 @@ class RosterFenceStartupTest : public ::testing::Test {
   }
   // The fix the error names: run migrations/0003_roster_fence.sql again.
   void reapply_migration() {
-    const auto sql = read_text(std::string(WAGGLE_SOURCE_DIR) + "/migrations/0003_roster_fence.sql");
+    const auto sql = read_text(std::string(waggle::test_paths::source_dir) + "/migrations/0003_roster_fence.sql");
     ASSERT_FALSE(sql.empty());
     ddl(sql);
   }
@@ -376,7 +377,7 @@ TEST_F(RosterFenceStartupTest, InertFunctionPassesTheCatalogButNotTheProbe) {
 TEST_F(RosterFenceStartupTest, FunctionThatChecksWithoutTheMembershipLockIsRefused) {
   // The migration's own function minus its lock: it still refuses stale
   // lists, but compares with a membership that can change before commit.
-  auto sql = read_text(std::string(WAGGLE_SOURCE_DIR) + "/migrations/0003_roster_fence.sql");
+  auto sql = read_text(std::string(waggle::test_paths::source_dir) + "/migrations/0003_roster_fence.sql");
   const std::string lock =
     "  PERFORM pg_advisory_xact_lock_shared(\n"
     "    hashtextextended('waggle_membership:' || NEW.community_id || ':' || coalesce(NEW.d_tag, ''), 0));\n";

@@ -11,6 +11,7 @@
 #include "db/community_store.hpp"
 #include "db/migrate.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::pgtest {
 namespace {
@@ -32,7 +33,7 @@ class CommunityCli : public ::testing::Test {
   static void TearDownTestSuite() { delete db_; }
 
   run_result waggle(const std::string& args) {
-    std::string cmd = std::string(WAGGLE_BINARY) + " community " + args + " --database-url '"
+    std::string cmd = std::string(waggle::test_paths::binary) + " community " + args + " --database-url '"
                       + db_->url() + "' 2>&1";
     run_result r;
     FILE* p = popen(cmd.c_str(), "r");

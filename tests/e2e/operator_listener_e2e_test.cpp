@@ -9,6 +9,7 @@
 #include "messages/proto/nip98.hpp"
 #include "tests/e2e/listener_server.hpp"
 #include "tests/e2e/node_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::e2e {
 namespace {
@@ -267,7 +268,7 @@ TEST(OperatorListenerConfig, MalformedEntriesAreNamed) {
 // The binary refuses to start, naming the entry, before it touches anything.
 TEST(OperatorListenerConfig, NodeDoesNotStartWithAMalformedValue) {
   std::string cmd = std::string("WAGGLE_OPERATOR_LISTENERS='") + std::string(64, 'a') +
-                    "=http://ok.example/,broken' " WAGGLE_BINARY
+                    "=http://ok.example/,broken' " + waggle::test_paths::binary +
                     " serve --port 0 --database-url postgresql://127.0.0.1:1/none 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -44,6 +44,7 @@
 #include "tests/e2e/listener_server.hpp"
 #include "tests/e2e/node_fixture.hpp"
 #include "tests/e2e/pgbouncer_process.hpp"
+#include "tests/support/test_paths.hpp"
 
 extern char** environ;
 
@@ -129,7 +130,7 @@ class PgBouncerListenE2E : public node_e2e {
     if (port_ == 0)
       return "no free port for the node";
     std::vector<std::string> args = {
-      WAGGLE_BINARY, "serve", "--port", std::to_string(port_), "--database-url", db_->url(),
+      waggle::test_paths::binary, "serve", "--port", std::to_string(port_), "--database-url", db_->url(),
       "--listen-database-url", bouncer_->url(pg_user, db_->name()), "--data-dir",
       key_dir_.string(), "--operator-listeners", listener_pk + "=" + listener_->url("/wake"),
       "--drain-seconds", "1", "--log-level", "info"};
@@ -142,11 +143,11 @@ class PgBouncerListenE2E : public node_e2e {
     auto log_path = (key_dir_ / "node.log").string();
     posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     spawned_ = std::chrono::steady_clock::now();
-    int rc = ::posix_spawn(&node_pid_, WAGGLE_BINARY, &fa, nullptr, argv.data(), environ);
+    int rc = ::posix_spawn(&node_pid_, waggle::test_paths::binary, &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
       node_pid_ = 0;
-      return std::string{"could not start "} + WAGGLE_BINARY;
+      return std::string{"could not start "} + waggle::test_paths::binary;
     }
     for (int i = 0; i < 200; ++i) {  // start-up, not a timing claim: 10 s at most
       if (gateway::http_request("127.0.0.1", port_, "GET", "/readyz", {}, {}, 1s).status == 200)

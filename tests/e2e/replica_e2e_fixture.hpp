@@ -26,6 +26,7 @@
 #include "tests/e2e/free_port.hpp"
 #include "tests/e2e/node_fixture.hpp"
 #include "tests/support/standby.hpp"
+#include "tests/support/test_paths.hpp"
 
 extern char** environ;
 
@@ -104,7 +105,7 @@ class replica_e2e : public node_e2e {
     ASSERT_NE(node_port_, 0) << "no free port";
     port_ = node_port_;  // node_e2e's clients (login, publish) connect here
     std::vector<std::string> args = {
-      WAGGLE_BINARY, "serve", "--port", std::to_string(node_port_), "--bind", "127.0.0.1",
+      waggle::test_paths::binary, "serve", "--port", std::to_string(node_port_), "--bind", "127.0.0.1",
       "--database-url", pdb_->url(), "--data-dir", dir_.string(), "--drain-seconds", "1",
       "--log-level", "debug", "--heartbeat-interval-ms", "100", "--max-connections-per-ip",
       "0", "--new-connections-per-second", "0"};
@@ -120,9 +121,9 @@ class replica_e2e : public node_e2e {
     auto log = log_path().string();
     posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    int rc = ::posix_spawn(&node_pid_, WAGGLE_BINARY, &fa, nullptr, argv.data(), environ);
+    int rc = ::posix_spawn(&node_pid_, waggle::test_paths::binary, &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    ASSERT_EQ(rc, 0) << "could not start " << WAGGLE_BINARY;
+    ASSERT_EQ(rc, 0) << "could not start " << waggle::test_paths::binary;
     auto until = std::chrono::steady_clock::now() + 15s;
     while (std::chrono::steady_clock::now() < until) {
       if (ready())

@@ -17,6 +17,7 @@
 #include "tests/e2e/free_port.hpp"
 #include "messages/proto/event.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 extern char** environ;
 
@@ -43,7 +44,7 @@ TEST(sigterm, drains_closes_with_1001_and_exits_zero) {
   }
   auto dir = std::filesystem::temp_directory_path() / ("waggle-sigterm-" + std::to_string(getpid()));
   auto port = free_port();
-  std::vector<std::string> args = {WAGGLE_BINARY, "serve", "--port", std::to_string(port),
+  std::vector<std::string> args = {waggle::test_paths::binary, "serve", "--port", std::to_string(port),
                                    "--database-url", db.url(), "--data-dir", dir.string(),
                                    "--drain-seconds", "5", "--log-level", "warn"};
   std::vector<char*> argv;
@@ -51,7 +52,7 @@ TEST(sigterm, drains_closes_with_1001_and_exits_zero) {
     argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, WAGGLE_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, waggle::test_paths::binary, nullptr, nullptr, argv.data(), environ), 0);
 
   bool ready = false;
   for (int i = 0; i < 200 && !ready; ++i) {  // waiting for start-up, not timing anything

@@ -22,6 +22,7 @@
 #include "gateway/ws_client.hpp"
 #include "tests/e2e/free_port.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 extern char** environ;
 
@@ -54,7 +55,7 @@ run_result serve_once(const std::string& url, std::chrono::seconds bound) {
   std::filesystem::create_directories(dir);
   auto out_path = dir / "out.log";
   auto port = free_port();
-  std::vector<std::string> args = {WAGGLE_BINARY,    "serve", "--port", std::to_string(port),
+  std::vector<std::string> args = {waggle::test_paths::binary,    "serve", "--port", std::to_string(port),
                                    "--database-url", url,     "--data-dir", dir.string(),
                                    "--startup-timeout", "10", "--log-level", "warn"};
   std::vector<char*> argv;
@@ -67,7 +68,7 @@ run_result serve_once(const std::string& url, std::chrono::seconds bound) {
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = 0;
   run_result r;
-  if (posix_spawn(&pid, WAGGLE_BINARY, &fa, nullptr, argv.data(), environ) != 0)
+  if (posix_spawn(&pid, waggle::test_paths::binary, &fa, nullptr, argv.data(), environ) != 0)
     return r;
   posix_spawn_file_actions_destroy(&fa);
   auto until = std::chrono::steady_clock::now() + bound;
@@ -111,7 +112,7 @@ class startup_fence : public ::testing::Test {
     tx.exec(sql);
   }
   void reapply_fence_migration() {
-    exec(read_file(std::filesystem::path{WAGGLE_SOURCE_DIR} / "migrations" /
+    exec(read_file(std::filesystem::path{waggle::test_paths::source_dir} / "migrations" /
                    "0003_roster_fence.sql"));
   }
   void expect_refusal(const char* why) {

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "tests/support/test_paths.hpp"
 
 using namespace waggle::proto;
 
@@ -31,8 +32,8 @@ std::string lower(std::string s) {
 }
 
 std::vector<vector_row> load_vectors() {
-  std::ifstream in(std::string(WAGGLE_TESTDATA) + "/bip340-vectors.csv");
-  EXPECT_TRUE(in.good()) << "cannot open " << WAGGLE_TESTDATA << "/bip340-vectors.csv";
+  std::ifstream in(std::string(waggle::test_paths::testdata) + "/bip340-vectors.csv");
+  EXPECT_TRUE(in.good()) << "cannot open " << waggle::test_paths::testdata << "/bip340-vectors.csv";
   std::vector<vector_row> rows;
   std::string line;
   bool header = true;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <pqxx/pqxx>
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::standby {
 namespace {
@@ -94,7 +95,7 @@ std::pair<int, std::string> run_script(const std::string& verb) {
                   "postgresql://user@host:port/db URLs"};
   std::string cmd = "WAGGLE_TEST_PG_PORT=" + std::to_string(primary_port()) +
                     " WAGGLE_TEST_STANDBY_PORT=" + std::to_string(port()) + " ";
-  cmd += quoted(std::string(WAGGLE_SOURCE_DIR) + "/scripts/pg") + " " + verb + " standby 2>&1";
+  cmd += quoted(std::string(waggle::test_paths::source_dir) + "/scripts/pg") + " " + verb + " standby 2>&1";
   std::string out;
   FILE* f = ::popen(cmd.c_str(), "r");
   if (!f)

@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "actors/replay/trace_replay.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace waggle::testing {
 
 inline std::filesystem::path traces_dir() {
-  return std::filesystem::path{WAGGLE_SOURCE_DIR} / "tests" / "traces";
+  return std::filesystem::path{waggle::test_paths::source_dir} / "tests" / "traces";
 }
 
 inline std::vector<std::string> read_lines(const std::filesystem::path& p) {
