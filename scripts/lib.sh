@@ -37,7 +37,7 @@ wg_log() { printf '[waggle] %s\n' "$*" >&2; }
 wg_on_err() {
   local rc=$?
   case $- in *e*) ;; *) return 0 ;; esac
-  printf '[waggle] ERROR: exit %s from `%s` (%s line %s)\n' "$rc" "$BASH_COMMAND" \
+  printf '[waggle] ERROR: exit %s from: %s (%s line %s)\n' "$rc" "$BASH_COMMAND" \
     "${BASH_SOURCE[1]:-?}" "${BASH_LINENO[0]:-?}" >&2
 }
 set -E
@@ -48,7 +48,7 @@ wg_is_root() { [ "$(id -u)" -eq 0 ]; }
 # --- Packages -------------------------------------------------------------------------------
 WAGGLE_APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config libcaf-dev libpqxx-dev
   rapidjson-dev libboost1.81-dev libsecp256k1-dev libssl-dev libgtest-dev libbenchmark-dev
-  postgresql-15 postgresql-client-15 gnuplot-nox pgbouncer)
+  postgresql-15 postgresql-client-15 gnuplot-nox pgbouncer shellcheck)
 
 wg_node_ok() {
   command -v node >/dev/null 2>&1 &&
