@@ -304,7 +304,7 @@ class RosterFenceStartupTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-    db_ = std::make_unique<scratch_database>("fence");
+    db_ = std::make_unique<scratch_database>("fence", scratch_database::content::migrated);
     conn_ = db_->connect();
     auto applied = db::apply_migrations(*conn_, db::embedded_migrations());
     ASSERT_TRUE(applied.has_value()) << applied.error().reason;

@@ -89,7 +89,7 @@ class node_e2e : public ::testing::Test {
 
   static void start_node() {
     ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-    db_ = new pgtest::scratch_database("e2e");
+    db_ = new pgtest::scratch_database("e2e", pgtest::scratch_database::content::migrated);
     {
       auto conn = db_->connect();
       ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());

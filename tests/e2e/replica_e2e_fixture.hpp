@@ -79,7 +79,8 @@ class replica_e2e : public node_e2e {
     dir_ = std::filesystem::temp_directory_path() /
            ("waggle-replica-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
     std::filesystem::create_directories(dir_);
-    pdb_ = std::make_unique<pgtest::scratch_database>("replica");
+    pdb_ = std::make_unique<pgtest::scratch_database>(
+      "replica", pgtest::scratch_database::content::migrated);
     auto conn = pdb_->connect();
     ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
     auto a = db::add_community(*conn, "alpha.test", "Alpha", community_policy::open);

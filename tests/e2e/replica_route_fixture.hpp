@@ -47,7 +47,8 @@ class replica_route_fixture : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(standby::configured());
     ASSERT_TRUE(standby::make_healthy());
-    db_ = std::make_unique<pgtest::scratch_database>(purpose_);
+    db_ = std::make_unique<pgtest::scratch_database>(
+      purpose_, pgtest::scratch_database::content::migrated);
     auto conn = db_->connect();
     ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
     auto id = db::add_community(*conn, purpose_ + ".test", purpose_, community_policy::open);

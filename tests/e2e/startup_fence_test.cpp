@@ -101,7 +101,8 @@ class startup_fence : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-    db_ = std::make_unique<pgtest::scratch_database>("startup");
+    db_ = std::make_unique<pgtest::scratch_database>(
+      "startup", pgtest::scratch_database::content::migrated);
     auto conn = db_->connect();
     ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
     ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());

@@ -26,7 +26,7 @@ class write_policy_e2e : public node_e2e {
   static void SetUpTestSuite() {
     plugin_ = new test::policy_plugin_dir("e2e");
     ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-    db_ = new pgtest::scratch_database("policy");
+    db_ = new pgtest::scratch_database("policy", pgtest::scratch_database::content::migrated);
     {
       auto conn = db_->connect();
       ASSERT_TRUE(db::apply_migrations(*conn, db::embedded_migrations()).has_value());
