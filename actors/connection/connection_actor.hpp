@@ -14,7 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 #include "actors/connection/policy_gate.hpp"
 #include "actors/connection/subscription_memory.hpp"
 #include "actors/connection/read_admission.hpp"
