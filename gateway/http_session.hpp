@@ -54,7 +54,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_body(boost::beast::error_code ec, std::size_t);
   bool handle_read_error(boost::beast::error_code ec);
   void handle();
-  // http_admission.cpp: the client's address (X-Forwarded-For from trusted
+  // http_request_admission.cpp: the client's address (X-Forwarded-For from trusted
   // proxies), its per-address slot, and the answer of a restricted
   // connection. False when the request has been answered (refused).
   bool admit_request(std::string_view path);

@@ -15,7 +15,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "gateway/admission.hpp"
+#include "gateway/ip_admission.hpp"
 #include "gateway/node_api.hpp"
 #include "gateway/unauth_queue.hpp"
 

@@ -48,7 +48,7 @@ void connection_state::submit_ephemeral(event_ptr ptr, std::optional<std::string
   // waits for it: bounded by events in flight alone, one connection queued
   // 512 of them. No grant is cached: a connection without a subscription
   // hears no revocation, so a cached grant could outlive a removal.
-  auto ticket = ++next_generation;
+  auto ticket = subs.next_generation();
   auto now = env.sources.steady_now ? env.sources.steady_now() : bucket_clock::now();
   auto refused = reads.admit(ticket, {}, true, {}, authed, settings.remote_ip, now);
   if (!refused.st.ok()) {
@@ -98,7 +98,7 @@ void connection_state::request_invite(const std::string& sub_id, uint64_t genera
     .then(traced_reply<invite_reply>(self, env,
                                      [this, sub_id, generation, only_invites](invite_reply& reply) {
                                        invite_in_flight = false;
-                                       if (!is_current(sub_id, generation))
+                                       if (!subs.is_current(sub_id, generation))
                                          return;
                                        if (reply.invite)
                                          send(proto::render_event(sub_id, reply.invite->raw));
@@ -119,23 +119,7 @@ read_access connection_state::access_for(const std::vector<proto::filter>& filte
 void connection_state::on_revoked(const channel_revoked& msg) {
   if (msg.community_id != settings.community_id)
     return;
-  std::vector<std::string> ended;
-  for (auto& [sub_id, sub] : subs) {
-    auto g = sub.grants.find(msg.channel);
-    if (g == sub.grants.end())
-      continue;
-    auto& grant = g->second;
-    if (msg.deleted) {
-      ended.push_back(sub_id);
-      continue;
-    }
-    if (msg.pubkey.empty())
-      grant.open = false;  // the channel became private
-    else
-      std::erase(grant.members, msg.pubkey);
-    if (!grant.open && grant.members.empty())
-      ended.push_back(sub_id);
-  }
+  auto ended = subs.revoke_channel(msg);
   for (auto& sub_id : ended)
     revoke_subscription(sub_id, status{ec::restricted, msg.deleted
                                                       ? "channel " + msg.channel + " was deleted"
@@ -160,22 +144,7 @@ void connection_state::on_revoked(const access_revoked& msg) {
     authed.erase(msg.pubkey);
     auth_ids.erase(msg.pubkey);
   }
-  std::vector<std::string> ended;
-  for (auto& [sub_id, sub] : subs) {
-    auto& g = sub.community;
-    // Still waiting for its access check: the history re-check sees this
-    // change (it committed before the revocation was sent).
-    if (!g.checked)
-      continue;
-    if (msg.pubkey.empty()) {
-      g.open = false;
-    } else {
-      std::erase(g.members, msg.pubkey);
-      std::erase(g.guests, msg.pubkey);
-    }
-    if (!g.allows())
-      ended.push_back(sub_id);
-  }
+  auto ended = subs.revoke_access(msg.pubkey);
   for (auto& sub_id : ended)
     revoke_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
 }

@@ -29,7 +29,8 @@ connection_state::~connection_state() {
   if (env.stats)
     env.stats->live_subscriptions -= static_cast<int64_t>(subs.size());
   // A closed connection gives back all it held to the node-wide budget.
-  release_bytes(subscription_bytes + history_bytes);
+  subs.release_all();
+  history.release_all();
 }
 
 void connection_state::on_frame(const std::string& text) {
@@ -202,18 +203,18 @@ void connection_state::on_req(proto::req_msg&& req) {
                        status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message());
   if (draining)
     return send_closed(req.sub_id, "error: relay is shutting down");
-  auto existing = subs.find(req.sub_id);
-  if (existing == subs.end() && subs.size() >= settings.max_subscriptions)
+  const bool existing = subs.contains(req.sub_id);
+  if (!existing && subs.size() >= settings.max_subscriptions)
     return send_closed(req.sub_id,
                        status{ec::rate_limited, "too many subscriptions on this connection (max "
                                                   + std::to_string(settings.max_subscriptions) + ")"}
                          .message());
-  if (existing != subs.end())
+  if (existing)
     drop_subscription(req.sub_id);  // a repeated id replaces the subscription
-  auto generation = ++next_generation;
+  auto generation = subs.next_generation();
   if (!admit_read(req.sub_id, generation, false, req.filters))
     return;
-  subs[req.sub_id].generation = generation;
+  subs.add(req.sub_id, generation);
   if (env.stats)
     ++env.stats->live_subscriptions;
   if (!charge_subscription(req.sub_id, waggle::subscription_bytes(req.filters)))
@@ -233,7 +234,7 @@ void connection_state::on_req(proto::req_msg&& req) {
   // community a REQ without channels needs none: its grant is the open
   // community, which the revocation that closes the community ends.
   if (access.channels.empty() && open_now()) {
-    subs[req.sub_id].community = {true, true, {}, {authed.begin(), authed.end()}};
+    subs.grant(req.sub_id, {}, {true, true, {}, {authed.begin(), authed.end()}});
     subscribe(req.sub_id, generation, std::move(req.filters), std::move(access));
     if (wants_invite)
       request_invite(req.sub_id, generation, only_invites);
@@ -242,17 +243,15 @@ void connection_state::on_req(proto::req_msg&& req) {
   auto sub_id = req.sub_id;
   auto on_access = [this, sub_id, generation, filters = std::move(req.filters), access,
                     wants_invite, only_invites](access_reply& reply) mutable {
-    if (!is_current(sub_id, generation))
+    if (!subs.is_current(sub_id, generation))
       return;
     reads.at_pool(generation, 0);  // on to the hub; nothing left to withdraw at the pool
     if (!reply.err.ok())
       return end_subscription(sub_id, reply.err.message());
-    auto& sub = subs[sub_id];
-    for (auto& g : reply.grants)
-      sub.grants[g.channel] = std::move(g);
-    sub.community = reply.community.checked
-                      ? std::move(reply.community)
-                      : community_grant{true, settings.community_open, {}, {authed.begin(), authed.end()}};
+    subs.grant(sub_id, std::move(reply.grants),
+               reply.community.checked ? std::move(reply.community)
+                                       : community_grant{true, settings.community_open, {},
+                                                         {authed.begin(), authed.end()}});
     subscribe(sub_id, generation, std::move(filters), std::move(access));
     if (wants_invite)
       request_invite(sub_id, generation, only_invites);
@@ -263,7 +262,7 @@ void connection_state::on_req(proto::req_msg&& req) {
   std::move(asked)
     .then(traced_reply<access_reply>(self, env, std::move(on_access)),
           [this, sub_id, generation](caf::error&) {
-            if (is_current(sub_id, generation))
+            if (subs.is_current(sub_id, generation))
               end_subscription(sub_id, "error: access check failed");
           });
 }
@@ -283,7 +282,7 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
     .then(
       [this, sub_id, generation, filters = std::move(filters),
        access = std::move(access)](hub_ack) mutable {
-        if (!is_current(sub_id, generation))
+        if (!subs.is_current(sub_id, generation))
           return;
         history_request req{settings.community_id, std::move(filters), std::move(access), {}};
         req.read_after_ns = last_write_answer.time_since_epoch().count();
@@ -300,59 +299,32 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
                                           on_history(sub_id, generation, *first, std::move(reply));
                                         }),
             [this, sub_id, generation](caf::error&) {
-              if (is_current(sub_id, generation))
+              if (subs.is_current(sub_id, generation))
                 end_subscription(sub_id, "error: history query failed");
             });
       },
       [this, sub_id, generation](caf::error&) {
-        if (is_current(sub_id, generation))
+        if (subs.is_current(sub_id, generation))
           end_subscription(sub_id, "error: subscription index unavailable");
       });
 }
 
 void connection_state::on_history(const std::string& sub_id, uint64_t generation,
                                   const history_request& asked, history_reply&& reply) {
-  if (!is_current(sub_id, generation))
+  if (!subs.is_current(sub_id, generation))
     return;
   reads.done(generation);  // the REQ's read is over, whatever its answer
   if (!reply.err.ok())
     return end_subscription(sub_id, reply.err.message());
-  auto& sub = subs[sub_id];
-  // Keep only authority both checks granted: the first check's grant has had
-  // every revocation since registration applied; the re-check (after
-  // registration) saw every removal before it. A pubkey or an open channel
-  // absent from either is gone.
-  for (auto& fresh : reply.grants) {
-    auto g = sub.grants.find(fresh.channel);
-    if (g == sub.grants.end())
-      continue;
-    auto& kept = g->second;
-    kept.open = kept.open && fresh.open;
-    std::erase_if(kept.members, [&](const std::string& pk) {
-      return std::find(fresh.members.begin(), fresh.members.end(), pk) == fresh.members.end();
-    });
-  }
-  auto keep_common = [](std::vector<std::string>& kept, const std::vector<std::string>& fresh) {
-    std::erase_if(kept, [&](const std::string& pk) {
-      return std::find(fresh.begin(), fresh.end(), pk) == fresh.end();
-    });
-  };
-  if (reply.community.checked) {
-    sub.community.open = sub.community.open && reply.community.open;
-    keep_common(sub.community.members, reply.community.members);
-    keep_common(sub.community.guests, reply.community.guests);
-  }
-  if (!sub.community.allows())
-    return end_subscription(
-      sub_id, status{ec::restricted, "not a member of this community"}.message());
-  for (auto& [channel, grant] : sub.grants)
-    if (!grant.open && grant.members.empty())
-      return end_subscription(
-        sub_id, status{ec::restricted, "no longer allowed to read channel " + channel}.message());
-  remember_history_ids(sub, reply.raws);
+  // A removal the registration's check missed ends it here, answered as
+  // any refusal of the REQ (paced).
+  if (auto denied = subs.recheck(sub_id, reply.grants, reply.community); !denied.ok())
+    return end_subscription(sub_id, denied.message());
+  auto& sub = subs.get(sub_id);
+  subscription_table::remember_history(sub, reply.raws);
   if (!charge_subscription(sub_id, sub.history_ids.size() * history_id_bytes))
     return;
-  auto next = next_page_of(asked, reply);
+  auto next = history.next_page_of(asked, reply);
   send_history(sub_id, std::move(reply.raws), std::move(next));
 }
 
@@ -372,18 +344,19 @@ void connection_state::send_live(const std::string& sub_id, const event_ptr& ev,
 void connection_state::on_live(const live_event& msg) {
   for (size_t k = 0; k < msg.sub_ids.size(); ++k) {
     auto& sub_id = msg.sub_ids[k];
-    auto i = subs.find(sub_id);
-    if (i == subs.end() || k >= msg.generations.size()
-        || i->second.generation != msg.generations[k])
-      continue;  // closed or replaced while the event was on its way
-    auto& sub = i->second;
-    if (sub.live) {
-      if (!sub.sent_in_history(msg.ev->id))
+    if (k >= msg.generations.size())
+      continue;
+    switch (subs.on_live(sub_id, msg.generations[k], msg.ev, settings.max_pending_live)) {
+      case live_verdict::send:
         send_live(sub_id, msg.ev, msg.raw);
-    } else if (sub.pending.size() < settings.max_pending_live) {
-      sub.pending.push_back(msg.ev);
-    } else {
-      end_subscription(sub_id, "error: too many live events while history was loading");
+        break;
+      case live_verdict::overflow:
+        end_subscription(sub_id, "error: too many live events while history was loading");
+        break;
+      case live_verdict::stale:  // closed or replaced while the event was on its way
+      case live_verdict::sent:
+      case live_verdict::held:
+        break;
     }
   }
 }
@@ -393,7 +366,7 @@ void connection_state::on_count(proto::count_msg&& req) {
     return send_closed(req.sub_id,
                        status{ec::auth_required, "authenticate with NIP-42 AUTH first"}.message());
   auto sub_id = req.sub_id;
-  auto ticket = ++next_generation;
+  auto ticket = subs.next_generation();
   if (!admit_read(sub_id, ticket, true, req.filters))
     return;
   auto access = access_for(req.filters);
@@ -436,7 +409,7 @@ bool connection_state::admit_read(const std::string& sub_id, uint64_t ticket, bo
 }
 
 void connection_state::withdraw_all_reads() {
-  if (reads.any_at_pool() || reading_pages())
+  if (reads.any_at_pool() || history.reading_pages())
     self->send(peers.reader, read_withdraw{{}, true});
 }
 
@@ -445,18 +418,14 @@ void connection_state::on_close(const proto::close_msg& msg) {
     drop_subscription(msg.sub_id);
 }
 
-bool connection_state::is_current(const std::string& sub_id, uint64_t generation) const {
-  auto i = subs.find(sub_id);
-  return i != subs.end() && i->second.generation == generation;
-}
-
 void connection_state::drop_subscription(const std::string& sub_id) {
-  if (auto i = subs.find(sub_id); i != subs.end()) {
-    subscription_bytes -= i->second.bytes;
-    release_bytes(i->second.bytes);
-    subs.erase(i);
-  }
-  drop_history(sub_id);
+  subs.remove(sub_id);
+  // Its queued history goes at once, and a page still queued at the pool
+  // must not run for nobody.
+  if (auto reading = history.drop(sub_id); !reading.empty())
+    self->send(peers.reader, read_withdraw{std::move(reading), false});
+  if (auto at_most = history.drain_after_drop())
+    arm_drain(*at_most);
   // Its reads still queued at the pool are withdrawn: nobody waits for them.
   if (auto withdrawn = reads.end_sub(sub_id); !withdrawn.empty())
     self->send(peers.reader, read_withdraw{std::move(withdrawn), false});
@@ -508,6 +477,12 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   st.env = std::move(env);
   st.sink = std::move(sink);
   st.reads = read_admission{st.settings.reads};
+  st.subs = subscription_table{st.settings.max_subscription_bytes,
+                               st.settings.subscription_budget};
+  st.history = history_queue{{st.settings.history_slice_frames, st.settings.history_slice_bytes,
+                              st.settings.max_history_bytes, st.settings.history_stall,
+                              st.settings.history_page_drain_bytes, st.settings.limits.max_limit},
+                             st.settings.subscription_budget};
   // If a core actor dies, this connection's subscriptions and in-flight
   // events died with it: close so the client reconnects to the restarted node
   // parts instead of waiting on a silent subscription.

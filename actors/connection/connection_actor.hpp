@@ -14,9 +14,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 #include "actors/connection/policy_gate.hpp"
+#include "actors/connection/history_queue.hpp"
 #include "actors/connection/subscription_memory.hpp"
+#include "actors/connection/subscription_table.hpp"
 #include "actors/connection/read_admission.hpp"
 #include "actors/connection/refusal_pacer.hpp"
 #include "actors/support/env.hpp"
@@ -97,27 +99,6 @@ struct connection_peers {
 struct connection_state;
 using connection_ptr = connection_actor::stateful_pointer<connection_state>;
 
-struct subscription {
-  uint64_t generation = 0;
-  bool live = false;                // EOSE sent; live events go straight out
-  std::vector<event_ptr> pending;   // live events that arrived before EOSE
-  // Ids sent with the history (at most its limit). An event the history
-  // query saw committed may still be on its way through ingest and the hub,
-  // so live events are checked against these for the subscription's life.
-  // Kept as sorted 32-byte ids: 5,000 ids cost 160 KB, not 750 KB of strings.
-  std::vector<event_id_bin> history_ids;
-  bool sent_in_history(const std::string& id) const;
-  // Bytes charged for it (filters, history ids) to the connection and the node.
-  size_t bytes = 0;
-  // The channels its filters name with #h, each with the authority it was
-  // granted on (open channel, and/or which of our pubkeys are members).
-  // A channel_revoked that leaves a grant with neither ends the subscription.
-  std::unordered_map<std::string, channel_grant> grants;
-  // Access to the community itself, narrowed the same way; an
-  // access_revoked that leaves it allowing no one ends the subscription.
-  community_grant community;
-};
-
 struct connection_state {
   connection_ptr self = nullptr;
   connection_settings settings;
@@ -130,32 +111,13 @@ struct connection_state {
   // The id of the AUTH event that last proved each of them: sent again, it
   // is answered from memory (no verify). At most max_auth_keys entries.
   std::unordered_map<std::string, std::string> auth_ids;
-  std::unordered_map<std::string, subscription> subs;
-  uint64_t next_generation = 0;
-  size_t subscription_bytes = 0;  // sum of subs' bytes (the per-connection budget)
-  // Histories too large to send at once, oldest first, each sent as the
-  // socket drains (history_sender.cpp). Their frames are charged to the
-  // node-wide budget until sent.
-  struct history_delivery {
-    std::string sub_id;
-    uint64_t generation = 0;
-    std::vector<std::string> raws;
-    size_t next = 0;
-    size_t held_bytes = 0;
-    // Paged: once `raws` is sent and the socket has drained to
-    // history_page_drain_bytes (`awaiting_empty` while it is waited for),
-    // `next_page` is read (`page_request` at the pool until it answers).
-    std::optional<history_request> next_page;
-    bool awaiting_empty = false;
-    uint64_t page_request = 0;
-  };
-  std::deque<history_delivery> history_queue;
-  size_t history_bytes = 0;  // sum of the queue's held_bytes (max_history_bytes)
+  // Its subscriptions, their grants and the bytes they are charged
+  // (subscription_table.hpp); also numbers every read's ticket.
+  subscription_table subs;
+  // Histories too large to send at once, sent as the socket drains
+  // (history_queue.hpp, history_sender.cpp).
+  history_queue history;
   bool drain_armed = false;
-  // When the queue last made progress (started, or a slice was taken), and
-  // whether a history_stall_check is on its way.
-  steady_time history_progress_at{};
-  bool stall_check_armed = false;
   size_t events_in_flight = 0;
   // When this connection last had an event answered by ingest or the group
   // actor: a bounded replica read must be proved after it.
@@ -176,8 +138,6 @@ struct connection_state {
   void on_socket_closed();
   // Takes back every read of this connection still queued at the pool.
   void withdraw_all_reads();
-  // Whether a page of a history is being read (history_sender.cpp).
-  bool reading_pages() const;
   void on_drained(const socket_drained& room);
   void on_stall_check();
   void on_revoked(const channel_revoked& msg);
@@ -223,27 +183,19 @@ struct connection_state {
   void revoke_subscription(const std::string& sub_id, const std::string& message);
   // history_sender.cpp: the history of a REQ, sent as the socket drains.
   bool charge_subscription(const std::string& sub_id, size_t bytes);
-  void release_bytes(size_t bytes);
   void send_history(const std::string& sub_id, std::vector<std::string>&& raws,
                     std::optional<history_request> next_page);
-  // The request of the page after `reply` (its size doubled), if any.
-  std::optional<history_request> next_page_of(const history_request& asked,
-                                              history_reply& reply) const;
-  void remember_history_ids(subscription& sub, const std::vector<std::string>& raws);
   // Whether `bytes` more unsent history may be held (else the subscription
   // is ended, rate-limited).
   bool hold_history(const std::string& sub_id, size_t bytes);
-  void read_page(history_delivery& d);
+  void read_page();
   void on_page(const std::string& sub_id, uint64_t generation, history_reply&& reply);
   void finish_history(const std::string& sub_id);
   void arm_drain(size_t at_most_bytes = SIZE_MAX);
-  // Gives back a closed or replaced subscription's queued history at once.
-  void drop_history(const std::string& sub_id);
   void history_progressed();
   void arm_stall_check(caf::timespan delay);
   bool admit_read(const std::string& sub_id, uint64_t ticket, bool is_count,
                   const std::vector<proto::filter>& filters);
-  bool is_current(const std::string& sub_id, uint64_t generation) const;
   void drop_subscription(const std::string& sub_id);
   void finish_drain_if_idle();
   void send(std::string frame);

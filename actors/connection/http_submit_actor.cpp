@@ -1,6 +1,6 @@
 #include "actors/connection/http_submit_actor.hpp"
 
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 #include "actors/connection/policy_gate.hpp"
 #include "actors/connection/store_request.hpp"
 #include "actors/trace/trace_recorder.hpp"

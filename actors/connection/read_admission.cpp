@@ -1,6 +1,6 @@
 #include "actors/connection/read_admission.hpp"
 
-#include "gateway/admission.hpp"
+#include "gateway/ip_admission.hpp"
 
 namespace waggle {
 

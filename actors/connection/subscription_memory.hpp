@@ -2,7 +2,7 @@
 
 // What a subscription costs in memory, and the node-wide budget every
 // connection charges it to (docs/protocol.md#limits, docs/operations.md).
-// The per-connection budget is a plain sum in connection_state; the
+// The per-connection budget is a plain sum in subscription_table; the
 // node-wide one is this one counter, shared by all connection actors: the
 // one piece of mutable state they share besides the metrics registry.
 

@@ -13,7 +13,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 #include "actors/communities/management_actor.hpp"
 #include "actors/delivery/listener_registry.hpp"
 #include "actors/support/trim_policy.hpp"

@@ -1,4 +1,4 @@
-#include "gateway/admission.hpp"
+#include "gateway/ip_admission.hpp"
 
 #include <algorithm>
 

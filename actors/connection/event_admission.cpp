@@ -1,4 +1,4 @@
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 
 #include <algorithm>
 

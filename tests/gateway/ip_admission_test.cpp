@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gateway/admission.hpp"
+#include "gateway/ip_admission.hpp"
 #include "gateway/unauth_queue.hpp"
 
 using namespace std::chrono_literals;

@@ -1,9 +1,9 @@
-// classify_event (actors/connection/admission.hpp): the one admission path of
+// classify_event (actors/connection/event_admission.hpp): the one admission path of
 // WebSocket EVENT and POST /events. Pure: no actor, no database.
 
 #include <gtest/gtest.h>
 
-#include "actors/connection/admission.hpp"
+#include "actors/connection/event_admission.hpp"
 #include "tests/support/event_builder.hpp"
 
 namespace waggle {
