@@ -23,6 +23,7 @@
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip42.hpp"
 #include "messages/proto/nip98.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle {
 

@@ -25,6 +25,7 @@
 #include "actors/node/node.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle {
 
@@ -101,7 +102,7 @@ struct node_switches {
   bool note_write_answers = false;  // bounded replica reads (connection_settings)
 };
 
-// Deeper than any message of messages/types.hpp nests; deeper lines are
+// Deeper than any message of messages/ nests; deeper lines are
 // refused before parsing (rendering a parsed value recurses).
 constexpr int max_depth = 32;
 

@@ -23,8 +23,9 @@
 #include "gateway/server.hpp"
 #include "gateway/ws_session.hpp"
 #include "gateway/ws_client.hpp"
+#include "messages/fanout.hpp"
 #include "messages/proto/event.hpp"
-#include "messages/types.hpp"
+#include "messages/register_types.hpp"
 
 using namespace std::chrono_literals;
 using namespace waggle;

@@ -23,6 +23,7 @@
 #include "actors/trace/trace_recorder.hpp"
 #include "actors/replay/trace_replay.hpp"
 #include "tests/actors/replay/trace_lines.hpp"
+#include "messages/register_types.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
