@@ -10,7 +10,7 @@
 #include <caf/send.hpp>
 
 #include "gateway/log.hpp"
-#include "messages/types.hpp"
+#include "messages/socket.hpp"
 
 namespace waggle::gateway {
 

@@ -2,8 +2,8 @@
 
 // The messages of the delivery pipeline (docs/delivery.md) and its pure
 // decisions: what an HTTP answer means for a row, when it is tried again,
-// and the --operator-listeners setting. Included by messages/types.hpp,
-// whose one type-ID block lists them.
+// and the --operator-listeners setting. Each struct's `inspect` is beside
+// it; the type IDs are in messages/type_ids.hpp.
 
 #include <chrono>
 #include <cstdint>
@@ -29,12 +29,21 @@ struct delivery_job {
   int32_t attempts = 0;    // including this one
   int64_t created_at = 0;  // unix seconds, when the row was written
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_job& x) {
+  return f(caf::meta::type_name("delivery_job"), x.community_id, x.row_id, x.claim_id,
+           x.delivery_id, x.route, x.url, x.body, x.attempts, x.created_at);
+}
 
 // What the receiver answered: an HTTP status, or 0 and why there was none.
 struct delivery_response {
   uint16_t status = 0;
   std::string error;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_response& x) {
+  return f(caf::meta::type_name("delivery_response"), x.status, x.error);
+}
 
 // -- supervisor <-> store (the detached actor that owns the queue's connection) --
 
@@ -47,6 +56,11 @@ struct delivery_claim_request {
   uint32_t per_route_max = 0;
   std::vector<std::string> busy_routes;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_claim_request& x) {
+  return f(caf::meta::type_name("delivery_claim_request"), x.max_rows, x.per_route_max,
+           x.busy_routes);
+}
 struct delivery_claim_reply {
   std::vector<delivery_job> jobs;
   // Milliseconds until the earliest pending row is due (a scheduled retry),
@@ -54,6 +68,10 @@ struct delivery_claim_reply {
   int64_t next_due_ms = -1;
   bool failed = false;  // the database did not answer: poll later
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_claim_reply& x) {
+  return f(caf::meta::type_name("delivery_claim_reply"), x.jobs, x.next_due_ms, x.failed);
+}
 
 // `gone` (410): the receiver says the address is no more; the push queue
 // disables the lease generation it was sent for, others treat it as terminal.
@@ -64,36 +82,68 @@ struct delivery_complete_request {
   delivery_verdict verdict = delivery_verdict::delivered;
   int64_t retry_after_ms = 0;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_request& x) {
+  return f(caf::meta::type_name("delivery_complete_request"), x.job, x.verdict, x.retry_after_ms);
+}
 enum class delivery_completion : uint8_t { done, dropped, fenced, failed };
 struct delivery_complete_reply {
   delivery_completion result = delivery_completion::done;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_reply& x) {
+  return f(caf::meta::type_name("delivery_complete_reply"), x.result);
+}
 
 // Several completions in one transaction (a supervisor with a completion
 // delay, docs/push.md: one commit for a burst of answers); results aligned.
 struct delivery_complete_batch {
   std::vector<delivery_complete_request> requests;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch& x) {
+  return f(caf::meta::type_name("delivery_complete_batch"), x.requests);
+}
 struct delivery_complete_batch_reply {
   std::vector<delivery_complete_reply> results;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch_reply& x) {
+  return f(caf::meta::type_name("delivery_complete_batch_reply"), x.results);
+}
 // The supervisor's timer for writing held completions.
 struct delivery_flush {};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_flush&) {
+  return f(caf::meta::type_name("delivery_flush"));
+}
 
 // -- supervisor <-> slots ------------------------------------------------------
 
 struct delivery_attempt {
   delivery_job job;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_attempt& x) {
+  return f(caf::meta::type_name("delivery_attempt"), x.job);
+}
 // The HTTP client -> the slot: the receiver's answer (a boundary input).
 struct delivery_response_in {
   delivery_response response;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_response_in& x) {
+  return f(caf::meta::type_name("delivery_response_in"), x.response);
+}
 struct delivery_done {
   uint32_t slot = 0;
   delivery_job job;
   delivery_response response;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_done& x) {
+  return f(caf::meta::type_name("delivery_done"), x.slot, x.job, x.response);
+}
 
 // -- listen actor -> supervisor ------------------------------------------------
 
@@ -102,16 +152,32 @@ struct delivery_done {
 struct delivery_wake {
   bool catch_up = false;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_wake& x) {
+  return f(caf::meta::type_name("delivery_wake"), x.catch_up);
+}
 // Whether notifications arrive (the liveness probe's verdict).
 struct listener_health {
   bool up = false;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_health& x) {
+  return f(caf::meta::type_name("listener_health"), x.up);
+}
 // The supervisor's poll timer; ticks of an older generation are stale.
 struct delivery_tick {
   uint64_t generation = 0;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_tick& x) {
+  return f(caf::meta::type_name("delivery_tick"), x.generation);
+}
 // The listen actor's loop step: wait a little for notifications, probe.
 struct listen_tick {};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listen_tick&) {
+  return f(caf::meta::type_name("listen_tick"));
+}
 
 // -- registrations (POST/GET /operator/listener/pubkeys) ---------------------
 
@@ -121,12 +187,25 @@ struct listener_registration_request {
   bool list = false;     // GET
   std::string body;      // POST: {"pubkeys": [...]}
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_registration_request& x) {
+  return f(caf::meta::type_name("listener_registration_request"), x.community_id, x.listener,
+           x.list, x.body);
+}
 struct listener_registration_reply {
   uint16_t http_status = 200;
   std::string body;  // JSON
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_registration_reply& x) {
+  return f(caf::meta::type_name("listener_registration_reply"), x.http_status, x.body);
+}
 // The registry's timer: reap old registrations and outbox rows.
 struct listener_reap_tick {};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, listener_reap_tick&) {
+  return f(caf::meta::type_name("listener_reap_tick"));
+}
 
 // -- pure decisions ------------------------------------------------------------
 
@@ -147,87 +226,5 @@ std::chrono::seconds delivery_lease(std::chrono::milliseconds request_timeout);
 // lowercase 64 hex. On error, `why` says what is wrong.
 bool parse_listener_pubkeys(std::string_view body, size_t max, std::vector<std::string>& keys,
                             std::string& why);
-
-// -- inspect ---------------------------------------------------------------------
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_job& x) {
-  return f(caf::meta::type_name("delivery_job"), x.community_id, x.row_id, x.claim_id, x.delivery_id, x.route,
-           x.url, x.body, x.attempts, x.created_at);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_response& x) {
-  return f(caf::meta::type_name("delivery_response"), x.status, x.error);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_claim_request& x) {
-  return f(caf::meta::type_name("delivery_claim_request"), x.max_rows, x.per_route_max,
-           x.busy_routes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_claim_reply& x) {
-  return f(caf::meta::type_name("delivery_claim_reply"), x.jobs, x.next_due_ms, x.failed);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_complete_request& x) {
-  return f(caf::meta::type_name("delivery_complete_request"), x.job, x.verdict, x.retry_after_ms);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_complete_reply& x) {
-  return f(caf::meta::type_name("delivery_complete_reply"), x.result);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch& x) {
-  return f(caf::meta::type_name("delivery_complete_batch"), x.requests);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_complete_batch_reply& x) {
-  return f(caf::meta::type_name("delivery_complete_batch_reply"), x.results);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_flush&) {
-  return f(caf::meta::type_name("delivery_flush"));
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_attempt& x) {
-  return f(caf::meta::type_name("delivery_attempt"), x.job);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_response_in& x) {
-  return f(caf::meta::type_name("delivery_response_in"), x.response);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_done& x) {
-  return f(caf::meta::type_name("delivery_done"), x.slot, x.job, x.response);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_wake& x) {
-  return f(caf::meta::type_name("delivery_wake"), x.catch_up);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, listener_health& x) {
-  return f(caf::meta::type_name("listener_health"), x.up);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, delivery_tick& x) {
-  return f(caf::meta::type_name("delivery_tick"), x.generation);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, listen_tick&) {
-  return f(caf::meta::type_name("listen_tick"));
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, listener_registration_request& x) {
-  return f(caf::meta::type_name("listener_registration_request"), x.community_id, x.listener,
-           x.list, x.body);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, listener_registration_reply& x) {
-  return f(caf::meta::type_name("listener_registration_reply"), x.http_status, x.body);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, listener_reap_tick&) {
-  return f(caf::meta::type_name("listener_reap_tick"));
-}
 
 }  // namespace waggle

@@ -9,7 +9,16 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "messages/types.hpp"
+#include "messages/channels.hpp"
+#include "messages/communities.hpp"
+#include "messages/delivery.hpp"
+#include "messages/fanout.hpp"
+#include "messages/ingest.hpp"
+#include "messages/node.hpp"
+#include "messages/policy.hpp"
+#include "messages/push.hpp"
+#include "messages/reads.hpp"
+#include "messages/socket.hpp"
 
 namespace waggle {
 
@@ -74,15 +83,8 @@ using expiration_reaper_actor = caf::typed_actor<caf::reacts_to<expiry_tick>>;
 // replica freshness proofs (docs/replicas.md).
 using heartbeat_prober_actor = caf::typed_actor<caf::reacts_to<heartbeat_tick>>;
 
-// Connection actor: one per socket.
-using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
-                                          caf::reacts_to<socket_closed>,
-                                          caf::reacts_to<socket_drained>,
-                                          caf::reacts_to<history_stall_check>,
-                                          caf::reacts_to<live_event>,
-                                          caf::reacts_to<drain_request>,
-                                          caf::reacts_to<channel_revoked>,
-                                          caf::reacts_to<access_revoked>>;
+// Connection actor: one per socket. Its interface, `connection_actor`, is in
+// messages/fanout.hpp, before hub_subscribe, which carries its handle.
 
 // HTTP submit actor: one per POST /events, answers through its context's
 // callback and quits.

@@ -1,7 +1,7 @@
 #pragma once
 
-// The messages of the push pipeline (docs/push.md). Included by
-// messages/types.hpp, whose one type-ID block lists them.
+// The messages of the push pipeline (docs/push.md). Each struct's `inspect`
+// is beside it; the type IDs are in messages/type_ids.hpp.
 
 #include <cstdint>
 #include <string>
@@ -18,18 +18,34 @@ namespace waggle {
 struct push_gate_loaded {
   std::vector<int64_t> communities;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_gate_loaded& x) {
+  return f(caf::meta::type_name("push_gate_loaded"), x.communities);
+}
 
 // The listen actor -> matcher: match jobs were committed (or, catch_up, a
 // reconnected LISTEN may have missed some).
 struct push_match_wake {
   bool catch_up = false;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_match_wake& x) {
+  return f(caf::meta::type_name("push_match_wake"), x.catch_up);
+}
 // The matcher's own timers: the next batch (stale generations ignored) and
 // the 30 s sweep of exhausted jobs, expired leases and old wakes.
 struct push_match_tick {
   uint64_t generation = 0;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_match_tick& x) {
+  return f(caf::meta::type_name("push_match_tick"), x.generation);
+}
 struct push_sweep_tick {};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_sweep_tick&) {
+  return f(caf::meta::type_name("push_sweep_tick"));
+}
 
 // What one matcher batch decided, as the trace records it: the loads the
 // pure match saw and its wake requests (event index, lease index), so a
@@ -44,29 +60,6 @@ struct push_match_record {
   std::vector<std::string> readable_authors;
   std::vector<uint64_t> wake_events, wake_leases;
 };
-
-// Matcher -> a delivery supervisor: wakes written already claimed (first
-// attempts), to be sent as slots free.
-struct delivery_ready {
-  std::vector<delivery_job> jobs;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, push_gate_loaded& x) {
-  return f(caf::meta::type_name("push_gate_loaded"), x.communities);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, push_match_wake& x) {
-  return f(caf::meta::type_name("push_match_wake"), x.catch_up);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, push_match_tick& x) {
-  return f(caf::meta::type_name("push_match_tick"), x.generation);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, push_sweep_tick&) {
-  return f(caf::meta::type_name("push_sweep_tick"));
-}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_match_record& x) {
   return f(caf::meta::type_name("push_match_record"), x.community_id, x.event_ids,
@@ -74,6 +67,12 @@ typename Inspector::result_type inspect(Inspector& f, push_match_record& x) {
            x.lease_installations, x.lease_channels, x.lease_kinds, x.lease_mutes,
            x.readable_events, x.readable_authors, x.wake_events, x.wake_leases);
 }
+
+// Matcher -> a delivery supervisor: wakes written already claimed (first
+// attempts), to be sent as slots free.
+struct delivery_ready {
+  std::vector<delivery_job> jobs;
+};
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_ready& x) {
   return f(caf::meta::type_name("delivery_ready"), x.jobs);

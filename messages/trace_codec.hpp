@@ -6,7 +6,7 @@
 // fields in declaration order, a vector an array, an event or a filter its
 // canonical JSON text, an enum its number. Field names are not in CAF 0.17's
 // inspect protocol; the record's "type" names the message and the struct
-// in messages/types.hpp documents the order.
+// in its domain header (messages/ingest.hpp, ...) documents the order.
 
 #include <cstdint>
 #include <string>
@@ -20,7 +20,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "messages/types.hpp"
+#include "messages/proto/event.hpp"
+#include "messages/value_inspect.hpp"
 
 namespace waggle::trace_codec {
 

@@ -32,8 +32,7 @@ void group_state::init(group_ptr self_ptr, std::vector<group_session_actor> grou
     self->link_to(session);
   if (!settings.database_url.empty())
     reaper = self->spawn<caf::detached + caf::linked>(ttl_reaper_impl, settings.database_url,
-                                                      caf::actor_cast<group_actor>(self),
-                                                      settings.reap_interval);
+                                                      group_actor{self}, settings.reap_interval);
   if (settings.repair_on_start)
     // A restart lost the roster actors' pending publications (and maybe a
     // command's effects between its COMMIT and our reply): republish every
@@ -250,7 +249,7 @@ void group_state::mark_dirty(int64_t community_id, const std::string& channel) {
   if (i == rosters.end()) {
     auto roster_name = "roster:" + std::to_string(community_id) + ":" + channel;
     auto roster = self->spawn<caf::linked>(roster_actor_impl, community_id, channel,
-                                           caf::actor_cast<group_actor>(self), hub,
+                                           group_actor{self}, hub,
                                            env.for_actor(roster_name), settings.roster_idle);
     if (env.trace)
       env.trace->spawned(roster_name, caf::actor_cast<caf::actor>(roster));

@@ -277,8 +277,8 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
   // committed before the hub knew this subscription).
   self
     ->request(peers.hub, settings.read_timeout,
-              hub_subscribe{caf::actor_cast<caf::actor>(self), settings.community_id, sub_id,
-                            generation, std::move(req_filters)})
+              hub_subscribe{self, settings.community_id, sub_id, generation,
+                            std::move(req_filters)})
     .then(
       [this, sub_id, generation, filters = std::move(filters),
        access = std::move(access)](hub_ack) mutable {
@@ -431,7 +431,7 @@ void connection_state::drop_subscription(const std::string& sub_id) {
     self->send(peers.reader, read_withdraw{std::move(withdrawn), false});
   if (env.stats)
     --env.stats->live_subscriptions;
-  self->send(peers.hub, hub_unsubscribe{caf::actor_cast<caf::actor>(self), sub_id});
+  self->send(peers.hub, hub_unsubscribe{self, sub_id});
 }
 
 void connection_state::end_subscription(const std::string& sub_id, const std::string& message) {

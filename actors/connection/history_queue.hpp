@@ -19,7 +19,7 @@
 
 #include "actors/connection/subscription_memory.hpp"
 #include "actors/support/env.hpp"
-#include "messages/types.hpp"
+#include "messages/reads.hpp"
 
 namespace waggle {
 

@@ -78,7 +78,7 @@ void connection_state::arm_drain(size_t at_most_bytes) {
     return;
   drain_armed = true;
   sink->notify_drained(
-    [me = caf::actor_cast<connection_actor>(self)](socket_sink::room room) {
+    [me = connection_actor{self}](socket_sink::room room) {
       caf::anon_send(me, socket_drained{room.frames, room.bytes});
     },
     at_most_bytes);

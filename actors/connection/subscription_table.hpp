@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "actors/connection/subscription_memory.hpp"
-#include "messages/types.hpp"
+#include "messages/fanout.hpp"
+#include "messages/reads.hpp"
 
 namespace waggle {
 

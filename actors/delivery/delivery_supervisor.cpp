@@ -28,7 +28,7 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
     delivery_slot_settings ss{i, settings.relay_secret, settings.request_timeout};
     auto name = settings.queue + "-slot-" + std::to_string(i);
     slots.push_back(self->spawn<caf::linked>(
-      delivery_slot_impl, caf::actor_cast<delivery_supervisor_actor>(self), http, std::move(ss),
+      delivery_slot_impl, delivery_supervisor_actor{self}, http, std::move(ss),
       env.for_actor(name)));
     if (env.trace)
       env.trace->spawned(name, caf::actor_cast<caf::actor>(slots.back()));

@@ -71,7 +71,7 @@ std::vector<uint64_t> subscription_index::keys_for(int64_t community_id,
   return keys;
 }
 
-void subscription_index::add(const caf::actor& conn, int64_t community_id,
+void subscription_index::add(const connection_actor& conn, int64_t community_id,
                              const std::string& sub_id, uint64_t generation,
                              std::vector<proto::filter> filters) {
   remove(conn.address(), sub_id);
@@ -163,8 +163,8 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
   return out;
 }
 
-std::vector<caf::actor> subscription_index::connections_in(int64_t community_id) const {
-  std::vector<caf::actor> out;
+std::vector<connection_actor> subscription_index::connections_in(int64_t community_id) const {
+  std::vector<connection_actor> out;
   std::unordered_set<caf::actor_addr> seen;
   for (const auto& [handle, e] : subs_)
     if (e.community_id == community_id && seen.insert(e.conn.address()).second)
@@ -200,8 +200,7 @@ void hub_state::on_committed(const committed_events& batch) {
     for (auto& m : index.find(item.community_id, *item.ev)) {
       if (!raw)
         raw = std::make_shared<const std::string>(item.ev->raw);
-      self->send(caf::actor_cast<connection_actor>(m.conn),
-                 live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
+      self->send(m.conn, live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
     }
   }
 }
@@ -223,12 +222,12 @@ void hub_state::on_unsubscribe(const hub_unsubscribe& req) {
 // events reaches it first.
 void hub_state::on_revoked(const channel_revoked& msg) {
   for (auto& conn : index.connections_in(msg.community_id))
-    self->send(caf::actor_cast<connection_actor>(conn), msg);
+    self->send(conn, msg);
 }
 
 void hub_state::on_revoked(const access_revoked& msg) {
   for (auto& conn : index.connections_in(msg.community_id))
-    self->send(caf::actor_cast<connection_actor>(conn), msg);
+    self->send(conn, msg);
 }
 
 hub_ack hub_state::on_ephemeral(const ephemeral_publish& msg) {

@@ -24,12 +24,12 @@ class subscription_index {
   using conn_id = caf::actor_addr;
 
   struct match {
-    caf::actor conn;
+    connection_actor conn;
     std::vector<std::string> sub_ids;
     std::vector<uint64_t> generations;  // parallel to sub_ids
   };
 
-  void add(const caf::actor& conn, int64_t community_id, const std::string& sub_id,
+  void add(const connection_actor& conn, int64_t community_id, const std::string& sub_id,
            uint64_t generation, std::vector<proto::filter> filters);
   void remove(const caf::actor_addr& conn, const std::string& sub_id);
   void remove_connection(const caf::actor_addr& conn);
@@ -38,14 +38,14 @@ class subscription_index {
   // channels with `#h`: those were access-checked when the REQ was made.
   std::vector<match> find(int64_t community_id, const proto::event& ev) const;
   // Every connection with a subscription in the community (for revocations).
-  std::vector<caf::actor> connections_in(int64_t community_id) const;
+  std::vector<connection_actor> connections_in(int64_t community_id) const;
   size_t size() const { return subs_.size(); }
   // Index keys in use (what the subscriptions' filters are filed under).
   size_t keys() const { return index_.size(); }
 
  private:
   struct entry {
-    caf::actor conn;
+    connection_actor conn;
     int64_t community_id = 0;
     std::string sub_id;
     uint64_t generation = 0;

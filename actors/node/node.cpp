@@ -23,6 +23,7 @@
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip42.hpp"
 #include "messages/proto/nip98.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle {
 
@@ -318,18 +319,17 @@ connection_actor node::open_connection(const community& c, const std::string& ho
     connection_peers{handles->ingest, handles->hub, handles->reader, handles->group,
                      handles->membership, handles->policy},
     std::move(env), std::move(sink));
-  auto handle = caf::actor_cast<caf::actor>(conn);
   // Named for the trace's life, not the connection's: a read or an event it
   // sent can reach the pool or ingest after it closed.
   if (env_.trace)
-    env_.trace->spawned(name, handle);
+    env_.trace->spawned(name, caf::actor_cast<caf::actor>(conn));
   {
     std::lock_guard guard{conn_mtx_};
-    connections_.insert(handle);
+    connections_.insert(conn);
   }
-  handle->attach_functor([this, handle] {
+  conn->attach_functor([this, conn] {
     std::lock_guard guard{conn_mtx_};
-    connections_.erase(handle);
+    connections_.erase(conn);
   });
   if (draining_)
     caf::anon_send(conn, drain_request{});
@@ -547,13 +547,13 @@ status node::start_checks() {
 
 void node::drain(std::chrono::milliseconds bound) {
   draining_ = true;
-  std::vector<caf::actor> conns;
+  std::vector<connection_actor> conns;
   {
     std::lock_guard guard{conn_mtx_};
     conns.assign(connections_.begin(), connections_.end());
   }
   for (auto& c : conns)
-    caf::anon_send(caf::actor_cast<connection_actor>(c), drain_request{});
+    caf::anon_send(c, drain_request{});
   auto deadline = std::chrono::steady_clock::now() + bound;
   while (open_connections() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

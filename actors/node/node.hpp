@@ -93,7 +93,7 @@ class node {
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...
   mutable std::mutex conn_mtx_;
-  std::set<caf::actor> connections_;
+  std::set<connection_actor> connections_;
 };
 
 // The settings a node derives from its config; a trace replay derives them

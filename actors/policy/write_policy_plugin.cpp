@@ -37,7 +37,7 @@ policy_verdict write_policy_state::fail_verdict() const {
 void write_policy_state::start_child() {
   auto gen = ++generation;
   proc = std::make_unique<plugin_process>();
-  auto me = caf::actor_cast<write_policy_actor>(self);
+  write_policy_actor me{self};
   auto st = proc->start(
     settings.path,
     [me, gen](bool is_stderr, std::string line) {

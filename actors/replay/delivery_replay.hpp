@@ -75,7 +75,7 @@ class delivery_replay {
   // Spawns the supervisor (which spawns its slots) over `store`, a
   // replay_db_stub named `spec.store`.
   delivery_replay(caf::actor_system& sys, replay_player_ptr player, const node_env& env,
-                  delivery_replay_spec spec, caf::actor store);
+                  delivery_replay_spec spec, delivery_store_actor store);
 
   caf::actor supervisor() const { return supervisor_; }
   // Whether the record's actor is this supervisor or one of its slots.

@@ -7,6 +7,7 @@
 #include <rapidjson/document.h>
 
 #include "messages/proto/push.hpp"
+#include "messages/push.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <type_traits>
 
 #include <caf/atom.hpp>
 
@@ -94,8 +95,8 @@ void replay_player::deliver(const std::string& name, uint64_t index, const std::
   // ("reader_idle"), and the replay feeds it there (trace_replay.cpp).
 }
 
-caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
-                             std::string name) {
+replay_db_stub_actor::behavior_type replay_db_stub(replay_db_stub_actor::pointer self,
+                                                   replay_player_ptr player, std::string name) {
   auto& p = *player;
   return {
     [self, &p, name](write_batch_request& r) { return p.hold<write_batch_reply>(self, name, r); },
@@ -133,9 +134,15 @@ caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr pla
   };
 }
 
-caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, ingest_actor ingest,
-                                 replay_player_ptr player) {
+replay_ingest_gate_actor::behavior_type replay_ingest_gate(
+  replay_ingest_gate_actor::stateful_pointer<ingest_gate_state> self, ingest_actor ingest,
+  replay_player_ptr player) {
   return {
+    // Never sent to the gate in a replay (the driver feeds ingest its timer
+    // and gate cache itself); passed on, as an ingest in front of ingest.
+    [self, ingest](fence_probe_request& req) { return self->delegate(ingest, req); },
+    [self, ingest](ingest_tick& tick) { self->send(ingest, tick); },
+    [self, ingest](push_gate_loaded& msg) { self->send(ingest, std::move(msg)); },
     [self, player](ingest_request& req) {
       auto from = player->name_of(self->current_sender());
       ++player->gate_held["ingest takes " + (req.ev ? req.ev->id : std::string{}) + " from " + from];
@@ -168,11 +175,12 @@ caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, i
   };
 }
 
-caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_pool_actor pool,
-                                 replay_player_ptr player) {
+replay_reader_gate_actor::behavior_type replay_reader_gate(
+  replay_reader_gate_actor::stateful_pointer<reader_gate_state> self, reader_pool_actor pool,
+  replay_player_ptr player) {
   // Delegated when forwarded: the pool and the session see the connection
   // as the sender, as they did live.
-  auto hold = [self, player, pool](auto req) {
+  auto hold = [self, player, pool](auto req, auto reply) {
     auto from = player->name_of(self->current_sender());
     auto type = trace_codec::name_of<decltype(req)>();
     // A history read waits for the hub's ack, which the replay delivers at
@@ -180,11 +188,12 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
     // reads a frame causes directly count as left over.
     if (std::string_view{type} != "history_request")
       ++player->gate_held["the reader pool takes a " + std::string{type} + " from " + from];
+    // Made after the sender is named: the promise takes the sender over.
+    auto promise = self->template make_response_promise<typename decltype(reply)::type>();
     self->state.held_reads.push_back(
       {std::move(from), type,
-       [promise = self->make_response_promise(), pool, req = std::move(req)]() mutable {
-         promise.delegate(pool, std::move(req));
-       }});
+       [promise, pool, req = std::move(req)]() mutable { promise.delegate(pool, std::move(req)); }});
+    return promise;
   };
   auto flush_withdraws = [self] {
     auto& w = self->state.held_withdraws;
@@ -199,9 +208,14 @@ caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, r
   };
   return {
     [pool](caf::atom_value, uint64_t index) { caf::anon_send(pool, reader_idle{index}); },
-    [hold](history_request& req) { hold(std::move(req)); },
-    [hold](count_request& req) { hold(std::move(req)); },
-    [hold](access_request& req) { hold(std::move(req)); },
+    // Never sent to the gate (reader sessions report to the pool that
+    // attached them); passed on, as a pool in front of the pool.
+    [self, pool](reader_idle& msg) { self->send(pool, msg); },
+    [hold](history_request& req) {
+      return hold(std::move(req), std::type_identity<history_reply>{});
+    },
+    [hold](count_request& req) { return hold(std::move(req), std::type_identity<count_reply>{}); },
+    [hold](access_request& req) { return hold(std::move(req), std::type_identity<access_reply>{}); },
     [self, player, pool, flush_withdraws](read_withdraw& msg) {
       auto from = player->name_of(self->current_sender());
       auto& held = self->state.held_reads;

@@ -123,7 +123,7 @@ class replay_player : public trace_port {
   std::map<std::string, stub> stubs;
 
   template <class Rep, class Req>
-  caf::typed_response_promise<Rep> hold(caf::event_based_actor* self, const std::string& name,
+  caf::typed_response_promise<Rep> hold(caf::local_actor* self, const std::string& name,
                                         const Req& req) {
     auto requester = name_of(self->current_sender());
     auto promise = self->make_response_promise<Rep>();
@@ -182,9 +182,24 @@ using replay_player_ptr = std::shared_ptr<replay_player>;
 
 // A database session stand-in (writer, reader or group session, or the
 // delivery store: it takes every request type of the four). Requests go to the player; replies come
-// when the driver sends ("deliver", index, json).
-caf::behavior replay_db_stub(caf::event_based_actor* self, replay_player_ptr player,
-                             std::string name);
+// when the driver sends ("deliver", index, json). Its interface is the union of the four, so
+// its handle is each of theirs without a cast.
+using replay_db_stub_actor = caf::typed_actor<
+  caf::replies_to<write_batch_request>::with<write_batch_reply>,
+  caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
+  caf::replies_to<history_request>::with<history_reply>,
+  caf::replies_to<count_request>::with<count_reply>,
+  caf::replies_to<access_request>::with<access_reply>,
+  caf::replies_to<group_command_request>::with<group_command_reply>,
+  caf::replies_to<roster_publish_request>::with<roster_publish_reply>,
+  caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
+  caf::replies_to<delivery_claim_request>::with<delivery_claim_reply>,
+  caf::replies_to<delivery_complete_request>::with<delivery_complete_reply>,
+  caf::replies_to<delivery_complete_batch>::with<delivery_complete_batch_reply>,
+  caf::reacts_to<reader_attach>,
+  caf::reacts_to<caf::atom_value, uint64_t, std::string>>;
+replay_db_stub_actor::behavior_type replay_db_stub(replay_db_stub_actor::pointer self,
+                                                   replay_player_ptr player, std::string name);
 
 // Stands in front of the replayed ingest: it keeps every ingest_request
 // until the driver sends ("forward", sender, event id), the point at which the live
@@ -199,8 +214,12 @@ struct ingest_gate_state {
   std::deque<held> held_requests;
   static inline const char* name = "ingest_gate";
 };
-caf::behavior replay_ingest_gate(caf::stateful_actor<ingest_gate_state>* self, ingest_actor ingest,
-                                 replay_player_ptr player);
+// An ingest to its senders (the driver's ("forward", sender, id) besides).
+using replay_ingest_gate_actor
+  = ingest_actor::extend<caf::reacts_to<caf::atom_value, std::string, std::string>>;
+replay_ingest_gate_actor::behavior_type replay_ingest_gate(
+  replay_ingest_gate_actor::stateful_pointer<ingest_gate_state> self, ingest_actor ingest,
+  replay_player_ptr player);
 
 // Stands in front of the replayed reader pool: it keeps each read until the
 // driver sends ("forward", from, type), where the live pool took it (a
@@ -224,8 +243,14 @@ struct reader_gate_state {
   std::deque<held_withdraw> held_withdraws;
   static inline const char* name = "reader_gate";
 };
-caf::behavior replay_reader_gate(caf::stateful_actor<reader_gate_state>* self, reader_pool_actor pool,
-                                 replay_player_ptr player);
+// A reader pool to its senders (the driver's ("idle", index) and ("forward",
+// from, type) besides).
+using replay_reader_gate_actor
+  = reader_pool_actor::extend<caf::reacts_to<caf::atom_value, uint64_t>,
+                              caf::reacts_to<caf::atom_value, std::string, std::string>>;
+replay_reader_gate_actor::behavior_type replay_reader_gate(
+  replay_reader_gate_actor::stateful_pointer<reader_gate_state> self, reader_pool_actor pool,
+  replay_player_ptr player);
 
 // A replayed connection's socket: frames go to the player.
 class replay_sink : public socket_sink {

@@ -25,6 +25,7 @@
 #include "actors/node/node.hpp"
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle {
 
@@ -101,7 +102,7 @@ struct node_switches {
   bool note_write_answers = false;  // bounded replica reads (connection_settings)
 };
 
-// Deeper than any message of messages/types.hpp nests; deeper lines are
+// Deeper than any message of messages/ nests; deeper lines are
 // refused before parsing (rendering a parsed value recurses).
 constexpr int max_depth = 32;
 
@@ -249,9 +250,9 @@ class replayer {
     spawned_.push_back(caf::actor_cast<caf::actor>(h));
     return h;
   }
-  caf::actor stub(const std::string& name) {
+  replay_db_stub_actor stub(const std::string& name) {
     auto s = keep(sys_->spawn(replay_db_stub, player_, name));
-    stubs_[name] = s;
+    stubs_[name] = caf::actor_cast<caf::actor>(s);
     return s;
   }
   void spawn_node();
@@ -292,8 +293,8 @@ class replayer {
   std::map<std::string, caf::actor> conns_;
   hub_actor hub_;
   ingest_actor ingest_;
-  caf::actor gate_;         // in front of ingest: see replay_ingest_gate
-  caf::actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
+  replay_ingest_gate_actor gate_;         // in front of ingest: see replay_ingest_gate
+  replay_reader_gate_actor reader_gate_;  // in front of the reader pool: see replay_reader_gate
   reader_pool_actor reader_;
   group_actor group_;
   // The listeners' supervisor (delivery_slots > 0), the push one (push on).
@@ -310,7 +311,7 @@ void replayer::spawn_node() {
   hub_ = keep(sys_->spawn(hub_actor_impl, env_.for_actor("hub")));
   std::vector<writer_session_actor> writers;
   for (size_t i = 0; i < cfg_.writers; ++i)
-    writers.push_back(caf::actor_cast<writer_session_actor>(stub("writer-" + std::to_string(i))));
+    writers.push_back(stub("writer-" + std::to_string(i)));
   auto ingest_settings = ingest_settings_for(cfg_);
   ingest_settings.push_enabled = switches_.push_enabled;  // the header's, not a gateway URL
   ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings, std::move(writers), hub_,
@@ -318,12 +319,12 @@ void replayer::spawn_node() {
   gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
   std::vector<reader_session_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
-    readers.push_back(caf::actor_cast<reader_session_actor>(stub("reader-" + std::to_string(i))));
+    readers.push_back(stub("reader-" + std::to_string(i)));
   reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
   reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
   std::vector<group_session_actor> sessions;
   for (size_t i = 0; i < cfg_.group_sessions; ++i)
-    sessions.push_back(caf::actor_cast<group_session_actor>(stub(group_session_name(i))));
+    sessions.push_back(stub(group_session_name(i)));
   // No TTL reaper (its database session is outside the replay; what it
   // archived is an "input" record) and no start-up repair (recording starts
   // after it). Roster idle timers fire only at their "timer" records.
@@ -466,8 +467,7 @@ bool replayer::feed_client(const record& r) {
     settings.note_write_answers = switches_.note_write_answers;
     auto handle = keep(sys_->spawn(
       connection_actor_impl, settings,
-      connection_peers{caf::actor_cast<ingest_actor>(gate_), hub_,
-                       caf::actor_cast<reader_pool_actor>(reader_gate_), group_, {}, {}},
+      connection_peers{gate_, hub_, reader_gate_, group_, {}, {}},
       env_.for_actor(r.actor), std::make_shared<replay_sink>(player_, r.actor)));
     conns_[r.actor] = caf::actor_cast<caf::actor>(handle);
     player_->name(handle.address(), r.actor);
@@ -476,7 +476,7 @@ bool replayer::feed_client(const record& r) {
     http_submit_context ctx;
     ctx.settings = connection_settings_for(cfg_, relay_pubkey_, r.community, "");
     ctx.settings.note_write_answers = switches_.note_write_answers;
-    ctx.ingest = caf::actor_cast<ingest_actor>(gate_);
+    ctx.ingest = gate_;
     ctx.hub = hub_;
     ctx.group = group_;
     ctx.env = env_.for_actor(r.actor);
@@ -551,9 +551,10 @@ bool replayer::feed_node(const record& r) {
   } else if (k == "db_reply") {
     ready_reply(r);
   } else if (k == "ingest_in") {
-    input(gate_, caf::make_message(caf::atom("forward"), r.from, r.id));
+    input(caf::actor_cast<caf::actor>(gate_), caf::make_message(caf::atom("forward"), r.from, r.id));
   } else if (k == "reader_in") {
-    input(reader_gate_, caf::make_message(caf::atom("forward"), r.from, r.type));
+    input(caf::actor_cast<caf::actor>(reader_gate_),
+          caf::make_message(caf::atom("forward"), r.from, r.type));
   } else if (k == "reader_idle") {
     // The pool heard a session was idle here, between the same reads as
     // live: it deals the next read to the same session, in the same order.
@@ -564,7 +565,7 @@ bool replayer::feed_node(const record& r) {
       diverge(r, "a reader_idle", "no session index");
       return true;
     }
-    input(reader_gate_, caf::make_message(caf::atom("idle"), index));
+    input(caf::actor_cast<caf::actor>(reader_gate_), caf::make_message(caf::atom("idle"), index));
   } else if (k == "reply_in") {
     take_reply(r);
   } else if (k == "reading") {

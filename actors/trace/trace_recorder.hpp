@@ -169,7 +169,7 @@ class traced_sink : public socket_sink {
   std::string conn_;
 };
 
-// For the actors' handlers: records `msg` (any type of messages/types.hpp)
+// For the actors' handlers: records `msg` (any message type of messages/)
 // as `kind` when the node's shared boundaries are being recorded.
 template <class Msg>
 void trace_node_message(const node_env& env, std::string_view kind, const Msg& msg) {

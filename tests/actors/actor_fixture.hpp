@@ -5,6 +5,7 @@
 // says run(), so actor interleavings are exact and nothing sleeps.
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +18,7 @@
 #include "actors/support/env.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
-#include "messages/types.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle::testing {
 
@@ -161,6 +162,26 @@ inline caf::behavior fake_group(caf::event_based_actor* self,
       log->held_requests.pop_front();
       h.promise.deliver(ingest_reply{static_cast<write_outcome>(outcome), std::move(reason)});
     },
+  };
+}
+
+// Stands in for a connection actor where a test needs its handle (to
+// subscribe at the hub): live events go to `on_live`, if set; the rest is
+// dropped.
+inline connection_actor::behavior_type
+stand_in_connection(std::function<void(const live_event&)> on_live) {
+  return {
+    [](const socket_frame&) {},
+    [](const socket_closed&) {},
+    [](const socket_drained&) {},
+    [](const history_stall_check&) {},
+    [on_live](const live_event& ev) {
+      if (on_live)
+        on_live(ev);
+    },
+    [](const drain_request&) {},
+    [](const channel_revoked&) {},
+    [](const access_revoked&) {},
   };
 }
 

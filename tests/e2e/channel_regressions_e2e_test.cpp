@@ -29,6 +29,7 @@
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
 #include "db/group_store.hpp"
+#include "messages/register_types.hpp"
 #include "messages/proto/client_message.hpp"
 #include "messages/proto/nip29.hpp"
 #include "tests/actors/actor_fixture.hpp"

@@ -20,6 +20,7 @@
 #include <pqxx/pqxx>
 
 #include "actors/reads/reader_session.hpp"
+#include "messages/register_types.hpp"
 #include "tests/e2e/node_fixture.hpp"
 
 using namespace waggle;

@@ -23,7 +23,7 @@
 #include "db/heartbeat.hpp"
 #include "db/migrate.hpp"
 #include "db/replica_pool.hpp"
-#include "messages/types.hpp"
+#include "messages/register_types.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/standby.hpp"
 

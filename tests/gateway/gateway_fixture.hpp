@@ -27,7 +27,8 @@
 #include "gateway/ws_session.hpp"
 #include "gateway/ws_client.hpp"
 #include "messages/proto/event.hpp"
-#include "messages/types.hpp"
+#include "messages/fanout.hpp"
+#include "messages/register_types.hpp"
 
 namespace waggle::gateway::test_support {
 

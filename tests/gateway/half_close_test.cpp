@@ -22,7 +22,8 @@
 #include <gtest/gtest.h>
 
 #include "gateway/server.hpp"
-#include "messages/types.hpp"
+#include "messages/fanout.hpp"
+#include "messages/register_types.hpp"
 
 using namespace std::chrono_literals;
 using namespace waggle;

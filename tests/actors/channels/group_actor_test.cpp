@@ -27,7 +27,7 @@
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/support/metrics.hpp"
 #include "db/group_store.hpp"
-#include "messages/types.hpp"
+#include "messages/register_types.hpp"
 #include "tests/support/event_builder.hpp"
 #include "tests/support/pg_fixture.hpp"
 

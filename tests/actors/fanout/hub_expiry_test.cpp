@@ -16,13 +16,6 @@ struct received {
   std::vector<std::string> contents;
 };
 
-// Stands in for a connection actor: records the content of each live event.
-caf::behavior recording_connection(caf::event_based_actor*, std::shared_ptr<received> log) {
-  return {
-    [log](live_event& ev) { log->contents.push_back(ev.ev->content); },
-  };
-}
-
 event_ptr event_with(std::string content, std::vector<proto::tag> tags) {
   proto::event ev;
   ev.kind = 1;
@@ -38,7 +31,8 @@ class hub_expiry_test : public actor_test {};
 TEST_F(hub_expiry_test, an_event_expired_at_commit_is_not_fanned_out) {
   auto hub = spawn(hub_actor_impl, test_env(now));
   auto log = std::make_shared<received>();
-  auto conn = spawn(recording_connection, log);
+  auto conn = spawn(stand_in_connection,
+                    [log](const live_event& ev) { log->contents.push_back(ev.ev->content); });
   caf::anon_send(hub, hub_subscribe{conn, 1, "s", 1, {proto::filter{}}});
   run();
   committed_events batch;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/fanout/hub_actor.hpp"
+#include "tests/actors/actor_fixture.hpp"
 #include "tests/support/event_builder.hpp"
 
 namespace waggle {
@@ -24,8 +25,8 @@ proto::filter kinds(std::vector<int32_t> k) {
 struct SubscriptionIndexTest : ::testing::Test {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  caf::actor a = sys.spawn([] { return caf::behavior{[](int) {}}; });
-  caf::actor b = sys.spawn([] { return caf::behavior{[](int) {}}; });
+  connection_actor a = sys.spawn(testing::stand_in_connection, nullptr);
+  connection_actor b = sys.spawn(testing::stand_in_connection, nullptr);
   subscription_index index;
   std::string alice = proto::pubkey_of(test::secret(1));
 
@@ -38,7 +39,7 @@ struct SubscriptionIndexTest : ::testing::Test {
     return test::event_builder{test::secret(1)}.kind(kind).tags(std::move(tags)).sign();
   }
   const subscription_index::match* match_of(const std::vector<subscription_index::match>& ms,
-                                            const caf::actor& conn) {
+                                            const connection_actor& conn) {
     auto i = std::find_if(ms.begin(), ms.end(), [&](auto& m) { return m.conn == conn; });
     return i == ms.end() ? nullptr : &*i;
   }
@@ -90,7 +91,7 @@ TEST_F(SubscriptionIndexTest, CommunitiesNeverSeeEachOthersEvents) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].conn, a);
   EXPECT_TRUE(index.find(3, note()).empty());
-  EXPECT_EQ(index.connections_in(2), (std::vector<caf::actor>{b}));
+  EXPECT_EQ(index.connections_in(2), (std::vector<connection_actor>{b}));
 }
 
 TEST_F(SubscriptionIndexTest, ChannelEventsReachOnlyFiltersThatNameTheChannel) {
@@ -127,7 +128,7 @@ TEST_F(SubscriptionIndexTest, RemovingAConnectionDropsAllItsSubscriptions) {
   auto found = index.find(1, note());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].conn, b);
-  EXPECT_EQ(index.connections_in(1), (std::vector<caf::actor>{b}));
+  EXPECT_EQ(index.connections_in(1), (std::vector<connection_actor>{b}));
 }
 
 // NIP-50 search is one-shot: a search filter is filed under no key, so no

@@ -151,9 +151,8 @@ TEST_F(ingest_test, a_writer_that_dies_mid_batch_never_yields_an_ok) {
 
 TEST_F(ingest_test, committed_events_reach_live_subscribers_only_after_commit) {
   auto sink = std::make_shared<recording_sink>();
-  auto listener = spawn([sink](caf::event_based_actor*) -> caf::behavior {
-    return {[sink](live_event& ev) { sink->frames.push_back(ev.ev->id); }};
-  });
+  auto listener = spawn(stand_in_connection,
+                        [sink](const live_event& ev) { sink->frames.push_back(ev.ev->id); });
   caf::anon_send(hub, hub_subscribe{listener, 1, "s", 0, {proto::filter{}}});
   run();
   auto ev = event_with("watched");

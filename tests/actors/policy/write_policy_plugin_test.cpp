@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/policy/write_policy_plugin.hpp"
+#include "messages/register_types.hpp"
 #include "tests/support/event_builder.hpp"
 #include "tests/support/policy_plugin.hpp"
 

@@ -23,6 +23,7 @@
 #include "actors/trace/trace_recorder.hpp"
 #include "actors/replay/trace_replay.hpp"
 #include "tests/actors/replay/trace_lines.hpp"
+#include "messages/register_types.hpp"
 #include "messages/trace_codec.hpp"
 
 namespace waggle {
@@ -522,7 +523,8 @@ TEST(TraceRecorderTest, ARosterRetryIsRecordedAsATimer) {
     sched.trigger_timeouts();  // the backoff timer fires
     sched.run();
     publications = player->stubs["group_session"].requests.size();
-    for (auto a : {caf::actor_cast<caf::actor>(roster), caf::actor_cast<caf::actor>(hub), session})
+    for (auto a : {caf::actor_cast<caf::actor>(roster), caf::actor_cast<caf::actor>(hub),
+                   caf::actor_cast<caf::actor>(session)})
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     sched.run();
     rec->flush();

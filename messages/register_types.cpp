@@ -1,4 +1,8 @@
-#include "messages/types.hpp"
+#include "messages/register_types.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+#include "messages/type_ids.hpp"
 
 namespace waggle {
 
