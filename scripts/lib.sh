@@ -265,6 +265,16 @@ EOF
   if [ "$WG_PG_NAME" = test ]; then
     echo "wal_keep_size = 256MB" | wg_pg_write_file -a waggle.conf
   fi
+  # The test clusters (never the run cluster, which the benchmarks use) do not fsync: every
+  # PostgreSQL-backed test process drops its database at exit, and DROP DATABASE waits for a
+  # checkpoint, 1.5-5 s with fsync on against 0.1-0.4 s off, measured on this 2-core machine:
+  # most of the suite's time. What the tests prove does not rest on fsync: the durability
+  # stages kill the relay and restart PostgreSQL (-m fast), where the kernel keeps every
+  # write; a power cut cannot be staged here. Commits still wait for their WAL write
+  # (synchronous_commit stays on), so acknowledgement order is what production sees.
+  case $WG_PG_NAME in
+    test | standby) echo "fsync = off" | wg_pg_write_file -a waggle.conf ;;
+  esac
   [ "${WG_PG_STANDBY:-0}" = 1 ] || return 0
   wg_pg_write_file -a waggle.conf <<'EOF'
 # A hot standby for replica tests (scripts/lib.sh, wg_standby_start).
