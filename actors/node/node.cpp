@@ -82,11 +82,11 @@ node::node(node_config cfg, node_env env)
                 static_cast<double>(cfg_.read_burst_pubkey)},
     bucket_rate{static_cast<double>(cfg_.read_rate_address),
                 static_cast<double>(cfg_.read_burst_address)});
-  supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
+  supervisor_ = system_->spawn(node_supervisor_actor_impl, cfg_, env_, std::move(signer), board_,
                                snapshot_);
   management_settings mgmt{cfg_.database_url, {}};
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
-  management_ = system_->spawn<caf::detached>(management_impl, std::move(mgmt));
+  management_ = system_->spawn<caf::detached>(management_actor_impl, std::move(mgmt));
   trimmer_ = std::thread([this] { trim_loop(); });
 }
 
