@@ -6,6 +6,7 @@
 
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
+#include "db/batch_bisect.hpp"
 #include "db/event_store.hpp"
 #include "db/roster_fence.hpp"
 #include "db/statistics.hpp"
