@@ -159,7 +159,9 @@ gateway::node_api node::api() {
                                      std::function<void(gateway::http_rpc_reply)> done) {
     listener_registration(c, std::move(request), std::move(done));
   };
-  api.relay_info = [this](const community& c) { return relay_info_json(c); };
+  api.relay_info = [this](const community& c) {
+    return proto::relay_info_json(relay_info_for(cfg_, relay_pubkey_, c));
+  };
   api.ready = [this] { return ready() && !draining_; };
   api.draining = [this] { return draining_.load(); };
   api.watch = std::make_shared<gateway_observer>(env_.stats);
@@ -416,76 +418,30 @@ void node::listener_registration(const community& c, gateway::http_event_request
   });
 }
 
-std::string node::relay_info_json(const community& c) const {
-  using namespace rapidjson;
-  StringBuffer buf;
-  Writer<StringBuffer> w{buf};
-  w.StartObject();
+proto::relay_info relay_info_for(const node_config& cfg, const std::string& relay_pubkey,
+                                 const community& c) {
+  proto::relay_info info;
   // A community's own text (NIP-86 changerelay*) over the node's defaults.
-  w.Key("name");
-  w.String(c.name.empty() ? cfg_.relay_name : c.name);
-  w.Key("description");
-  w.String(c.description.empty() ? cfg_.relay_description : c.description);
-  if (!c.icon.empty()) {
-    w.Key("icon");
-    w.String(c.icon);
-  }
-  w.Key("pubkey");
-  w.String(relay_pubkey_);
-  const bool restricted = c.policy != community_policy::open;
-  w.Key("supported_nips");
-  w.StartArray();
-  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 50, 86, 98})
-    if ((nip != 43 || restricted) && (nip != 50 || cfg_.search))
-      w.Int(nip);
-  w.EndArray();
-  w.Key("software");
-  w.String("waggle");
-  w.Key("version");
-  w.String("0.1.0");
-  w.Key("limitation");
-  w.StartObject();
-  w.Key("max_message_length");
-  w.Uint64(cfg_.max_frame_bytes);
-  w.Key("max_subscriptions");
-  w.Uint64(cfg_.max_subscriptions);
-  w.Key("max_filters");
-  w.Uint64(cfg_.max_filters);
-  w.Key("max_limit");
-  w.Uint(cfg_.max_limit);
-  w.Key("default_limit");
-  w.Uint(cfg_.default_limit);
-  // Custom fields (not in NIP-11): what a REQ's state may cost, in bytes
-  // (docs/protocol.md#limits).
-  w.Key("max_subscription_bytes");
-  w.Uint64(cfg_.max_subscription_bytes);
-  w.Key("max_subscription_bytes_total");
-  w.Uint64(cfg_.max_subscription_bytes_total);
-  w.Key("max_history_bytes_per_connection");
-  w.Uint64(cfg_.max_history_bytes_per_connection);
-  w.Key("max_subid_length");
-  w.Uint64(proto::max_subscription_id_len);
-  w.Key("auth_required");
-  w.Bool(true);
-  w.Key("max_auth_keys");  // waggle's own: NIP-42 keys one connection may prove
-  w.Uint64(cfg_.max_auth_keys);
-  w.Key("restricted_writes");
-  w.Bool(true);
-  w.Key("created_at_lower_limit");
-  w.Int64(cfg_.created_at_window);
-  w.Key("created_at_upper_limit");
-  w.Int64(cfg_.created_at_window);
-  // Not NIP-11 fields (none exist for read rates): waggle's own, so a
-  // client can pace itself (docs/protocol.md, "Read limits").
-  w.Key("max_reads_in_flight");
-  w.Uint64(cfg_.max_reads_in_flight);
-  w.Key("read_tokens_per_second");
-  w.Int64(cfg_.read_rate_connection);
-  w.Key("read_token_burst");
-  w.Int64(cfg_.read_burst_connection);
-  w.EndObject();
-  w.EndObject();
-  return buf.GetString();
+  info.name = c.name.empty() ? cfg.relay_name : c.name;
+  info.description = c.description.empty() ? cfg.relay_description : c.description;
+  info.icon = c.icon;
+  info.pubkey = relay_pubkey;
+  info.nip43 = c.policy != community_policy::open;
+  info.search = cfg.search;
+  info.max_message_length = cfg.max_frame_bytes;
+  info.max_subscriptions = cfg.max_subscriptions;
+  info.max_filters = cfg.max_filters;
+  info.max_limit = cfg.max_limit;
+  info.default_limit = cfg.default_limit;
+  info.max_subscription_bytes = cfg.max_subscription_bytes;
+  info.max_subscription_bytes_total = cfg.max_subscription_bytes_total;
+  info.max_history_bytes_per_connection = cfg.max_history_bytes_per_connection;
+  info.max_auth_keys = cfg.max_auth_keys;
+  info.created_at_window = cfg.created_at_window;
+  info.max_reads_in_flight = cfg.max_reads_in_flight;
+  info.read_tokens_per_second = cfg.read_rate_connection;
+  info.read_token_burst = cfg.read_burst_connection;
+  return info;
 }
 
 void node::start_delivery() {
