@@ -20,6 +20,7 @@
 #include "messages/proto/status.hpp"
 #include "messages/proto/write_policy.hpp"
 #include "messages/delivery.hpp"
+#include "messages/http_api.hpp"
 #include "messages/push.hpp"
 #include "messages/values.hpp"
 
@@ -903,4 +904,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_complete_batch_reply))
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_flush))
   CAF_ADD_TYPE_ID(waggle, (waggle::heartbeat_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::manage_call_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_call_in))
 CAF_END_TYPE_ID_BLOCK(waggle)

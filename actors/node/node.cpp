@@ -15,14 +15,13 @@
 
 #include "actors/connection/admission.hpp"
 #include "actors/communities/management_actor.hpp"
-#include "actors/delivery/listener_registry.hpp"
+#include "actors/node/http_api_actor.hpp"
 #include "actors/support/trim_policy.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip42.hpp"
-#include "messages/proto/nip98.hpp"
 
 namespace waggle {
 
@@ -364,58 +363,30 @@ void node::submit_event(const community& c, gateway::http_event_request request,
 
 void node::manage(const community& c, gateway::http_event_request request,
                   std::function<void(gateway::http_rpc_reply)> done) {
-  // One short-lived actor per call: NIP-98 (a signature check) runs on a
-  // scheduler thread, then the management actor decides and changes.
-  auto env = env_.for_actor("manage-" + std::to_string(++http_requests_));
-  system_->spawn([mgr = management_, board = board_, cid = c.id, window = cfg_.auth_window, env,
-                  req = std::move(request), done = std::move(done)](caf::event_based_actor* self) mutable {
-    auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body,
-                                    env.sources.unix_now(), window, true);
-    if (!auth.ok)
-      return done({401, rpc_error_body(auth.err.message())});
-    self->request(mgr, std::chrono::seconds(10), manage_request{cid, auth.pubkey, std::move(req.body)})
-      .then(
-        [self, board, cid, done](manage_reply& r) {
-          // Like a NIP-43 leave: the removed key's subscriptions end before
-          // the admin hears "done" (the watcher's revocation follows later).
-          if (!r.revoked.empty())
-            self->send(board->get()->hub, access_revoked{cid, r.revoked});
-          done({r.http_status, std::move(r.body)});
-        },
-        [done](caf::error&) {
-          // The call may still commit after this: say so, not "nothing changed".
-          done({503, rpc_error_body(
-                       "unavailable: no answer in time; the call may still be applied, list to check")});
-        });
-  });
+  auto worker = spawn_http_api(c, "manage-", std::move(done));
+  caf::anon_send(worker, manage_call_in{std::move(request.authorization), std::move(request.host),
+                                        std::move(request.target), std::move(request.body)});
 }
 
 void node::listener_registration(const community& c, gateway::http_event_request request,
                                  std::function<void(gateway::http_rpc_reply)> done) {
-  // Like manage: NIP-98 on a scheduler thread, then the registry's session.
-  auto env = env_.for_actor("listener-" + std::to_string(++http_requests_));
-  system_->spawn([board = board_, cid = c.id, window = cfg_.auth_window, env,
-                  listeners = &cfg_.operator_listeners, req = std::move(request),
-                  done = std::move(done)](caf::event_based_actor* self) mutable {
-    const bool list = req.method == "GET";
-    // A POST's token must bind its body (payload tag); a GET has none.
-    auto auth = proto::verify_nip98(req.authorization, list ? "GET" : "POST", req.host,
-                                    req.target, req.body, env.sources.unix_now(), window, !list);
-    if (!auth.ok)
-      return done({401, json_error_body(auth.err.message())});
-    if (!listeners->count(auth.pubkey))
-      return done({403, json_error_body("restricted: " + auth.pubkey
-                                        + " is not a configured operator listener")});
-    auto registry = board->get()->listeners;
-    if (!registry)
-      return done({503, json_error_body("unavailable: the registry is restarting")});
-    self->request(registry, std::chrono::seconds(10),
-                  listener_registration_request{cid, auth.pubkey, list, std::move(req.body)})
-      .then([done](listener_registration_reply& r) { done({r.http_status, std::move(r.body)}); },
-            [done](caf::error&) {
-              done({503, json_error_body("unavailable: no answer in time; list to check")});
-            });
-  });
+  auto worker = spawn_http_api(c, "listener-", std::move(done));
+  caf::anon_send(worker, listener_call_in{request.method == "GET", std::move(request.authorization),
+                                          std::move(request.host), std::move(request.target),
+                                          std::move(request.body)});
+}
+
+http_api_actor node::spawn_http_api(const community& c, const std::string& name_prefix,
+                                    std::function<void(gateway::http_rpc_reply)> done) {
+  http_api_context ctx;
+  ctx.community_id = c.id;
+  ctx.auth_window = cfg_.auth_window;
+  ctx.management = management_;
+  ctx.board = board_;
+  ctx.operator_listeners = cfg_.operator_listeners;
+  ctx.env = env_.for_actor(name_prefix + std::to_string(++http_requests_));
+  ctx.done = std::move(done);
+  return system_->spawn(http_api_actor_impl, std::move(ctx));
 }
 
 proto::relay_info relay_info_for(const node_config& cfg, const std::string& relay_pubkey,
