@@ -22,7 +22,7 @@
 #include "messages/proto/nip98.hpp"
 #include "gateway/server.hpp"
 #include "gateway/ws_session.hpp"
-#include "gateway/ws_client.hpp"
+#include "tests/support/ws_client.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/types.hpp"
 
