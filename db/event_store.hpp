@@ -53,7 +53,7 @@ struct write_options {
 // heads under per-coordinate advisory locks taken in sorted order, NIP-09
 // soft deletion, channel membership checks for posts and the TTL refresh of
 // ephemeral channels, then COMMIT. Returns one result per item, in input order.
-// Throws pqxx exceptions; callers use write_batch_bisecting.
+// Throws pqxx exceptions; callers use write_batch_bisecting (db/batch_bisect.hpp).
 std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<ingest_item>& items,
                                       const write_options& opts = {});
 
@@ -62,31 +62,6 @@ std::vector<write_result> write_batch(pqxx::connection& conn, const std::vector<
 // same transaction as the membership change it authorised.
 std::vector<write_result> write_events(pqxx::work& tx, const std::vector<ingest_item>& items,
                                        const write_options& opts = {});
-
-// write_batch plus the failure policy: SQLSTATE classes 22 and 23 bisect the
-// batch so only the poison event is rejected; serialization failures and
-// deadlocks (40001, 40P01) retry a few times; a broken connection or an
-// unknown commit outcome marks every item `failed` (never a false OK) and
-// rethrows pqxx::broken_connection so the owner can reconnect.
-std::vector<write_result> write_batch_bisecting(pqxx::connection& conn,
-                                                const std::vector<ingest_item>& items,
-                                                const write_options& opts = {});
-
-// What write_batch_bisecting throws when the connection broke or a COMMIT's
-// outcome is unknown (pqxx::in_doubt_error is converted to this, too). It IS a
-// pqxx::broken_connection, so `catch (const pqxx::broken_connection&)` keeps
-// working; results() holds one result per item, in input order: `failed`
-// ("database unavailable") for every item not known to be committed, and the
-// real outcome for sub-batches that committed before the break (bisection).
-class batch_unavailable : public pqxx::broken_connection {
- public:
-  batch_unavailable(std::vector<write_result> results, const std::string& what)
-    : pqxx::broken_connection(what), results_(std::move(results)) {}
-  const std::vector<write_result>& results() const { return results_; }
-
- private:
-  std::vector<write_result> results_;
-};
 
 // Batches whose TTL refresh failed (a WARNING in the server log; the events
 // were kept), since the process started. Exported as a metric: a refresh that

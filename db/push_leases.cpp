@@ -3,6 +3,7 @@
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 
+#include "db/batch_bisect.hpp"
 #include "db/sql_util.hpp"
 
 // Lease acceptance and the gate (docs/push.md, "Leases" and "The gate"). The

@@ -6,11 +6,10 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/websocket.hpp>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "gateway/log.hpp"
 #include "gateway/ws_session.hpp"
+#include "messages/proto/client_message.hpp"
 
 namespace waggle::gateway {
 
@@ -58,22 +57,6 @@ void add_cors(http::response<http::string_body>& res) {
   res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
 }
 
-std::string event_json(std::string_view id, bool accepted, std::string_view message) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
-  w.StartObject();
-  if (!id.empty()) {
-    w.Key("id");
-    w.String(id.data(), static_cast<rapidjson::SizeType>(id.size()));
-  }
-  w.Key("accepted");
-  w.Bool(accepted);
-  w.Key("message");
-  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 }  // namespace
 
 http_session::http_session(net::ip::tcp::socket&& socket, std::shared_ptr<server_state> st,
@@ -117,8 +100,8 @@ bool http_session::handle_read_error(beast::error_code ec) {
   }
   if (ec == http::error::body_limit) {
     send(make(http::status::payload_too_large, app_json,
-              event_json({}, false,
-                         "invalid: body larger than " + std::to_string(body_limit_) + " bytes")),
+              proto::render_submit_reply(
+                {}, false, "invalid: body larger than " + std::to_string(body_limit_) + " bytes")),
          true);
     return true;
   }
@@ -489,7 +472,8 @@ void http_session::on_event_reply(http_event_reply reply) {
   awaiting_reply_ = false;
   submit_timer_.cancel();
   auto status = static_cast<http::status>(reply.http_status);
-  auto res = make(status, app_json, event_json(reply.id, reply.accepted, reply.message));
+  auto res = make(status, app_json,
+                  proto::render_submit_reply(reply.id, reply.accepted, reply.message));
   add_cors(res);
   if (status == http::status::unauthorized)
     res.set(http::field::www_authenticate, "Nostr");

@@ -4,24 +4,14 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include "messages/proto/text.hpp"
+
 namespace waggle::gateway {
 
 namespace net = boost::asio;
 
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
-
 std::string canonical_ip(std::string_view ip) {
-  ip = trim(ip);
+  ip = proto::trim(ip);
   // "[v6]" as some proxies write it.
   if (ip.size() > 2 && ip.front() == '[' && ip.back() == ']')
     ip = ip.substr(1, ip.size() - 2);

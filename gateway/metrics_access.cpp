@@ -2,6 +2,8 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include "messages/proto/text.hpp"
+
 namespace waggle::gateway {
 
 namespace {
@@ -18,18 +20,10 @@ std::optional<ip::address> address_of(std::string_view text) {
   return a;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ')
-    s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ')
-    s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 std::optional<metrics_access> parse_metrics_allow(std::string_view spec) {
-  spec = trim(spec);
+  spec = proto::trim(spec);
   if (spec == "loopback")
     return metrics_access{};
   if (spec == "any")
@@ -37,7 +31,7 @@ std::optional<metrics_access> parse_metrics_allow(std::string_view spec) {
   metrics_access out{metrics_access::mode::list, {}};
   while (!spec.empty()) {
     auto comma = spec.find(',');
-    auto item = trim(spec.substr(0, comma));
+    auto item = proto::trim(spec.substr(0, comma));
     spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
     if (item.empty())
       continue;

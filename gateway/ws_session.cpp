@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "gateway/log.hpp"
+#include "messages/proto/notices.hpp"
 #include "messages/socket.hpp"
 
 namespace waggle::gateway {
@@ -82,8 +83,6 @@ class session_sink final : public socket_sink {
   std::shared_ptr<frame_credit_count> credit_;
   std::shared_ptr<session_inbox> inbox_;
 };
-
-const std::string slow_consumer_notice = R"(["NOTICE","rate-limited: slow consumer, closing"])";
 
 }  // namespace
 
@@ -338,8 +337,9 @@ void ws_session::drop_slow_consumer() {
     sub_queued(queue_.back().size());
     queue_.pop_back();
   }
-  add_queued(slow_consumer_notice.size());
-  queue_.push_back(out_frame{slow_consumer_notice});
+  auto notice = proto::slow_consumer_notice();
+  add_queued(notice.size());
+  queue_.push_back(out_frame{std::move(notice)});
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error), "slow consumer");
   if (!writing_)
     do_write();

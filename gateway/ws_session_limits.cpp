@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include "gateway/log.hpp"
+#include "messages/proto/notices.hpp"
 
 namespace waggle::gateway {
 
@@ -37,8 +38,7 @@ void ws_session::on_auth_deadline() {
   const auto secs = std::to_string(st_->limits.auth_deadline.count());
   // Every REQ, COUNT and EVENT needs AUTH (in open communities too): a socket
   // that has not authenticated by now only holds a slot.
-  enqueue(R"(["NOTICE","auth-required: no NIP-42 AUTH within )" + secs
-          + R"( s of connecting, closing"])");
+  enqueue(proto::auth_deadline_notice(st_->limits.auth_deadline));
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error),
               "auth-required: no AUTH within " + secs + " s");
 }
@@ -67,8 +67,7 @@ void ws_session::evict_unauthenticated() {
   auth_timer_.cancel();
   if (st_->api.watch)
     st_->api.watch->refused("unauthenticated_evicted");
-  enqueue(std::string{R"(["NOTICE","auth-required: too many unauthenticated connections, )"
-                      R"(closing the oldest; AUTH right after connecting"])"});
+  enqueue(proto::unauthenticated_evicted_notice());
   begin_close(static_cast<uint16_t>(websocket::close_code::policy_error),
               "auth-required: evicted for a newer unauthenticated connection");
 }

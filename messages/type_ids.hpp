@@ -12,6 +12,7 @@
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
 #include "messages/fanout.hpp"
+#include "messages/http_api.hpp"
 #include "messages/ingest.hpp"
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
@@ -139,4 +140,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::delivery_flush))
   // -- node --------------------------------------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::heartbeat_tick))
+  // -- http api (actors/node/http_api_actor) -------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::manage_call_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::listener_call_in))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -31,7 +31,7 @@ void group_state::init(group_ptr self_ptr, std::vector<group_session_actor> grou
   for (auto& session : sessions)
     self->link_to(session);
   if (!settings.database_url.empty())
-    reaper = self->spawn<caf::detached + caf::linked>(ttl_reaper_impl, settings.database_url,
+    reaper = self->spawn<caf::detached + caf::linked>(ttl_reaper_actor_impl, settings.database_url,
                                                       group_actor{self}, settings.reap_interval);
   if (settings.repair_on_start)
     // A restart lost the roster actors' pending publications (and maybe a

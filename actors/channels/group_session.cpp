@@ -120,10 +120,10 @@ fence_probe_reply group_session_state::on_fence_probe() {
   return reply;
 }
 
-group_session_actor::behavior_type group_session_impl(group_session_ptr self,
-                                                      std::string database_url,
-                                                      db::relay_signer signer, node_env env,
-                                                      std::string name) {
+group_session_actor::behavior_type group_session_actor_impl(group_session_ptr self,
+                                                            std::string database_url,
+                                                            db::relay_signer signer, node_env env,
+                                                            std::string name) {
   // Names the session for traces: a replay learns its handle from this.
   if (env.trace)
     env.trace->spawned(name, caf::actor_cast<caf::actor>(self));

@@ -43,9 +43,9 @@ struct group_session_state {
 // The name of the `index`th session in logs and traces.
 std::string group_session_name(size_t index);
 
-group_session_actor::behavior_type group_session_impl(group_session_ptr self,
-                                                      std::string database_url,
-                                                      db::relay_signer signer, node_env env,
-                                                      std::string name = "group_session");
+group_session_actor::behavior_type group_session_actor_impl(group_session_ptr self,
+                                                            std::string database_url,
+                                                            db::relay_signer signer, node_env env,
+                                                            std::string name = "group_session");
 
 }  // namespace waggle

@@ -43,8 +43,8 @@ void ttl_reaper_state::on_tick() {
   }
 }
 
-ttl_reaper_actor::behavior_type ttl_reaper_impl(ttl_reaper_ptr self, std::string database_url,
-                                                group_actor group, caf::timespan interval) {
+ttl_reaper_actor::behavior_type ttl_reaper_actor_impl(ttl_reaper_ptr self, std::string database_url,
+                                                      group_actor group, caf::timespan interval) {
   self->state.init(self, std::move(database_url), std::move(group), interval);
   return {
     // -- timers -----------------------------------------------------------------

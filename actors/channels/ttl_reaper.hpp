@@ -30,7 +30,7 @@ struct ttl_reaper_state {
 };
 
 // A zero interval disables the timer (reap_tick still works when sent).
-ttl_reaper_actor::behavior_type ttl_reaper_impl(ttl_reaper_ptr self, std::string database_url,
-                                                group_actor group, caf::timespan interval);
+ttl_reaper_actor::behavior_type ttl_reaper_actor_impl(ttl_reaper_ptr self, std::string database_url,
+                                                      group_actor group, caf::timespan interval);
 
 }  // namespace waggle

@@ -63,8 +63,9 @@ void community_directory_state::refresh() {
 }
 
 community_directory_actor::behavior_type
-community_directory_impl(community_directory_ptr self, std::string database_url,
-                         std::shared_ptr<community_snapshot> snapshot, caf::timespan interval) {
+community_directory_actor_impl(community_directory_ptr self, std::string database_url,
+                               std::shared_ptr<community_snapshot> snapshot,
+                               caf::timespan interval) {
   self->state.init(self, std::move(database_url), std::move(snapshot), interval);
   return {
     // -- timers -----------------------------------------------------------------

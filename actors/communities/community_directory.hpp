@@ -54,7 +54,8 @@ struct community_directory_state {
 };
 
 community_directory_actor::behavior_type
-community_directory_impl(community_directory_ptr self, std::string database_url,
-                         std::shared_ptr<community_snapshot> snapshot, caf::timespan interval);
+community_directory_actor_impl(community_directory_ptr self, std::string database_url,
+                               std::shared_ptr<community_snapshot> snapshot,
+                               caf::timespan interval);
 
 }  // namespace waggle

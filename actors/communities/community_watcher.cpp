@@ -93,10 +93,9 @@ size_t community_watcher_state::publish_pending() {
   return published;
 }
 
-community_watcher_actor::behavior_type
-community_watcher_impl(community_watcher_ptr self, std::string database_url,
-                       db::relay_signer signer, hub_actor hub, community_directory_actor directory,
-                       node_env env, community_watcher_settings settings) {
+community_watcher_actor::behavior_type community_watcher_actor_impl(
+  community_watcher_ptr self, std::string database_url, db::relay_signer signer, hub_actor hub,
+  community_directory_actor directory, node_env env, community_watcher_settings settings) {
   self->state.init(self, std::move(database_url), std::move(signer), std::move(hub),
                    std::move(directory), std::move(env), settings);
   return {

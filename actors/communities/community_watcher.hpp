@@ -48,9 +48,8 @@ struct community_watcher_state {
   size_t publish_pending();
 };
 
-community_watcher_actor::behavior_type
-community_watcher_impl(community_watcher_ptr self, std::string database_url,
-                       db::relay_signer signer, hub_actor hub, community_directory_actor directory,
-                       node_env env, community_watcher_settings settings);
+community_watcher_actor::behavior_type community_watcher_actor_impl(
+  community_watcher_ptr self, std::string database_url, db::relay_signer signer, hub_actor hub,
+  community_directory_actor directory, node_env env, community_watcher_settings settings);
 
 }  // namespace waggle

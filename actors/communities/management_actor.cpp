@@ -111,7 +111,8 @@ manage_reply management_state::on_request(const manage_request& req) {
   }
 }
 
-management_actor::behavior_type management_impl(management_ptr self, management_settings cfg) {
+management_actor::behavior_type management_actor_impl(management_ptr self,
+                                                      management_settings cfg) {
   self->state.init(self, std::move(cfg));
   return {
     [self](const manage_request& req) { return self->state.on_request(req); },

@@ -38,7 +38,7 @@ struct management_state {
   manage_reply on_request(const manage_request& req);
 };
 
-management_actor::behavior_type management_impl(management_ptr self, management_settings cfg);
+management_actor::behavior_type management_actor_impl(management_ptr self, management_settings cfg);
 
 // The JSON body of an error answer: {"result": null, "error": "..."}.
 std::string rpc_error_body(std::string_view message);

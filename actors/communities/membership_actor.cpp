@@ -126,10 +126,11 @@ invite_reply membership_state::on_invite(const invite_request& req) {
   return reply;
 }
 
-membership_actor::behavior_type membership_impl(membership_ptr self, std::string database_url,
-                                                db::relay_signer signer,
-                                                community_watcher_actor watcher, hub_actor hub,
-                                                node_env env, membership_settings settings) {
+membership_actor::behavior_type membership_actor_impl(membership_ptr self, std::string database_url,
+                                                      db::relay_signer signer,
+                                                      community_watcher_actor watcher,
+                                                      hub_actor hub, node_env env,
+                                                      membership_settings settings) {
   self->state.init(self, std::move(database_url), std::move(signer), std::move(watcher),
                    std::move(hub), std::move(env), settings);
   return {

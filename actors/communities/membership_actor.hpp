@@ -46,9 +46,10 @@ struct membership_state {
   membership_reply leave(int64_t community_id, const proto::event& ev);
 };
 
-membership_actor::behavior_type membership_impl(membership_ptr self, std::string database_url,
-                                                db::relay_signer signer,
-                                                community_watcher_actor watcher, hub_actor hub,
-                                                node_env env, membership_settings settings);
+membership_actor::behavior_type membership_actor_impl(membership_ptr self, std::string database_url,
+                                                      db::relay_signer signer,
+                                                      community_watcher_actor watcher,
+                                                      hub_actor hub, node_env env,
+                                                      membership_settings settings);
 
 }  // namespace waggle

@@ -63,11 +63,10 @@ void delivery_slot_state::on_response(delivery_response_in& in) {
   self->send(supervisor, delivery_done{settings.index, std::move(job), std::move(in.response)});
 }
 
-delivery_slot_actor::behavior_type delivery_slot_impl(delivery_slot_ptr self,
-                                                      delivery_supervisor_actor supervisor,
-                                                      std::shared_ptr<gateway::http_client> http,
-                                                      delivery_slot_settings settings,
-                                                      node_env env) {
+delivery_slot_actor::behavior_type
+delivery_slot_actor_impl(delivery_slot_ptr self, delivery_supervisor_actor supervisor,
+                         std::shared_ptr<gateway::http_client> http,
+                         delivery_slot_settings settings, node_env env) {
   self->state.init(self, std::move(supervisor), std::move(http), std::move(settings),
                    std::move(env));
   return {

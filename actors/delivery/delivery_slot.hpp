@@ -42,10 +42,9 @@ struct delivery_slot_state {
   void on_response(delivery_response_in& in);
 };
 
-delivery_slot_actor::behavior_type delivery_slot_impl(delivery_slot_ptr self,
-                                                      delivery_supervisor_actor supervisor,
-                                                      std::shared_ptr<gateway::http_client> http,
-                                                      delivery_slot_settings settings,
-                                                      node_env env);
+delivery_slot_actor::behavior_type
+delivery_slot_actor_impl(delivery_slot_ptr self, delivery_supervisor_actor supervisor,
+                         std::shared_ptr<gateway::http_client> http,
+                         delivery_slot_settings settings, node_env env);
 
 }  // namespace waggle

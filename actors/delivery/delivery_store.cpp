@@ -87,11 +87,9 @@ delivery_store_state::on_complete_batch(const delivery_complete_batch& req) {
   return reply;
 }
 
-delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
-                                                        std::string database_url,
-                                                        std::string role,
-                                                        std::shared_ptr<delivery_source> source,
-                                                        node_env env) {
+delivery_store_actor::behavior_type
+delivery_store_actor_impl(delivery_store_ptr self, std::string database_url, std::string role,
+                          std::shared_ptr<delivery_source> source, node_env env) {
   self->state.init(self, std::move(database_url), std::move(role), std::move(source),
                    std::move(env));
   return {

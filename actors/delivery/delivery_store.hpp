@@ -56,10 +56,8 @@ struct delivery_store_state {
   delivery_complete_batch_reply on_complete_batch(const delivery_complete_batch& req);
 };
 
-delivery_store_actor::behavior_type delivery_store_impl(delivery_store_ptr self,
-                                                        std::string database_url,
-                                                        std::string role,
-                                                        std::shared_ptr<delivery_source> source,
-                                                        node_env env);
+delivery_store_actor::behavior_type
+delivery_store_actor_impl(delivery_store_ptr self, std::string database_url, std::string role,
+                          std::shared_ptr<delivery_source> source, node_env env);
 
 }  // namespace waggle

@@ -28,7 +28,7 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
     delivery_slot_settings ss{i, settings.relay_secret, settings.request_timeout};
     auto name = settings.queue + "-slot-" + std::to_string(i);
     slots.push_back(self->spawn<caf::linked>(
-      delivery_slot_impl, delivery_supervisor_actor{self}, http, std::move(ss),
+      delivery_slot_actor_impl, delivery_supervisor_actor{self}, http, std::move(ss),
       env.for_actor(name)));
     if (env.trace)
       env.trace->spawned(name, caf::actor_cast<caf::actor>(slots.back()));
@@ -262,9 +262,9 @@ void delivery_supervisor_state::count(std::string_view outcome) {
 }
 
 delivery_supervisor_actor::behavior_type
-delivery_supervisor_impl(delivery_supervisor_ptr self, delivery_store_actor store,
-                         std::shared_ptr<gateway::http_client> http, delivery_settings settings,
-                         node_env env) {
+delivery_supervisor_actor_impl(delivery_supervisor_ptr self, delivery_store_actor store,
+                               std::shared_ptr<gateway::http_client> http,
+                               delivery_settings settings, node_env env) {
   self->state.init(self, std::move(store), std::move(http), std::move(settings), std::move(env));
   return {
     [self](delivery_wake w) {

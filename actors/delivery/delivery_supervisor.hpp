@@ -102,8 +102,8 @@ struct delivery_supervisor_state {
 };
 
 delivery_supervisor_actor::behavior_type
-delivery_supervisor_impl(delivery_supervisor_ptr self, delivery_store_actor store,
-                         std::shared_ptr<gateway::http_client> http, delivery_settings settings,
-                         node_env env);
+delivery_supervisor_actor_impl(delivery_supervisor_ptr self, delivery_store_actor store,
+                               std::shared_ptr<gateway::http_client> http,
+                               delivery_settings settings, node_env env);
 
 }  // namespace waggle

@@ -123,9 +123,9 @@ void listener_registry_state::on_reap() {
   }
 }
 
-listener_registry_actor::behavior_type listener_registry_impl(listener_registry_state::ptr self,
-                                                              listener_registry_settings settings,
-                                                              node_env env) {
+listener_registry_actor::behavior_type
+listener_registry_actor_impl(listener_registry_state::ptr self, listener_registry_settings settings,
+                             node_env env) {
   self->state.init(self, std::move(settings), std::move(env));
   return {
     [self](const listener_registration_request& req) { return self->state.on_request(req); },

@@ -44,8 +44,8 @@ struct listener_registry_state {
   void on_reap();
 };
 
-listener_registry_actor::behavior_type listener_registry_impl(listener_registry_state::ptr self,
-                                                              listener_registry_settings settings,
-                                                              node_env env);
+listener_registry_actor::behavior_type
+listener_registry_actor_impl(listener_registry_state::ptr self, listener_registry_settings settings,
+                             node_env env);
 
 }  // namespace waggle

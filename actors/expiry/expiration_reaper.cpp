@@ -44,8 +44,8 @@ void expiration_reaper_state::on_tick() {
 }
 
 expiration_reaper_actor::behavior_type
-expiration_reaper_impl(expiration_reaper_ptr self, std::string database_url, node_env env,
-                       caf::timespan interval, db::reap_limits limits) {
+expiration_reaper_actor_impl(expiration_reaper_ptr self, std::string database_url, node_env env,
+                             caf::timespan interval, db::reap_limits limits) {
   self->state.init(self, std::move(database_url), std::move(env), interval, limits);
   return {
     // -- timers -----------------------------------------------------------------

@@ -36,7 +36,7 @@ struct expiration_reaper_state {
 
 // A zero interval disables the timer (expiry_tick still works when sent).
 expiration_reaper_actor::behavior_type
-expiration_reaper_impl(expiration_reaper_ptr self, std::string database_url, node_env env,
-                       caf::timespan interval, db::reap_limits limits);
+expiration_reaper_actor_impl(expiration_reaper_ptr self, std::string database_url, node_env env,
+                             caf::timespan interval, db::reap_limits limits);
 
 }  // namespace waggle

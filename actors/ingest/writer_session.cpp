@@ -6,6 +6,7 @@
 
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
+#include "db/batch_bisect.hpp"
 #include "db/event_store.hpp"
 #include "db/roster_fence.hpp"
 #include "db/statistics.hpp"
@@ -75,9 +76,10 @@ fence_probe_reply writer_session_state::on_fence_probe() {
   }
 }
 
-writer_session_actor::behavior_type writer_session_impl(writer_session_ptr self,
-                                                        std::string database_url, std::string role,
-                                                        node_env env, db::lease_settings leases) {
+writer_session_actor::behavior_type writer_session_actor_impl(writer_session_ptr self,
+                                                              std::string database_url,
+                                                              std::string role, node_env env,
+                                                              db::lease_settings leases) {
   // So trace records can name this session as the sender of its replies.
   if (env.trace)
     env.trace->spawned(role, caf::actor_cast<caf::actor>(self));

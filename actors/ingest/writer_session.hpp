@@ -30,9 +30,9 @@ struct writer_session_state {
   fence_probe_reply on_fence_probe();
 };
 
-writer_session_actor::behavior_type writer_session_impl(writer_session_ptr self,
-                                                        std::string database_url, std::string role,
-                                                        node_env env,
-                                                        db::lease_settings leases = {});
+writer_session_actor::behavior_type writer_session_actor_impl(writer_session_ptr self,
+                                                              std::string database_url,
+                                                              std::string role, node_env env,
+                                                              db::lease_settings leases = {});
 
 }  // namespace waggle

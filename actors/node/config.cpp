@@ -10,6 +10,7 @@
 
 #include "gateway/http_client.hpp"
 #include "gateway/metrics_access.hpp"
+#include "messages/proto/text.hpp"
 
 namespace waggle {
 
@@ -527,16 +528,9 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
 status parse_operator_listeners(std::string_view text, std::map<std::string, std::string>& out) {
   out.clear();
   size_t position = 0;
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
-      v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t'))
-      v.remove_suffix(1);
-    return v;
-  };
   while (!text.empty()) {
     auto comma = text.find(',');
-    auto entry = trim(text.substr(0, comma));
+    auto entry = proto::trim(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     ++position;
     if (entry.empty())
@@ -548,8 +542,8 @@ status parse_operator_listeners(std::string_view text, std::map<std::string, std
     auto eq = entry.find('=');
     if (eq == std::string_view::npos)
       return bad("expected <listener hex pubkey>=<url>");
-    auto key = trim(entry.substr(0, eq));
-    auto url = trim(entry.substr(eq + 1));
+    auto key = proto::trim(entry.substr(0, eq));
+    auto url = proto::trim(entry.substr(eq + 1));
     if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string_view::npos)
       return bad("the key is not 64 lowercase hex characters");
     if (!gateway::parse_http_url(url))

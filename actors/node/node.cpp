@@ -15,14 +15,13 @@
 
 #include "actors/connection/event_admission.hpp"
 #include "actors/communities/management_actor.hpp"
-#include "actors/delivery/listener_registry.hpp"
+#include "actors/node/http_api_actor.hpp"
 #include "actors/support/trim_policy.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip42.hpp"
-#include "messages/proto/nip98.hpp"
 #include "messages/register_types.hpp"
 
 namespace waggle {
@@ -83,11 +82,11 @@ node::node(node_config cfg, node_env env)
                 static_cast<double>(cfg_.read_burst_pubkey)},
     bucket_rate{static_cast<double>(cfg_.read_rate_address),
                 static_cast<double>(cfg_.read_burst_address)});
-  supervisor_ = system_->spawn(node_supervisor_impl, cfg_, env_, std::move(signer), board_,
+  supervisor_ = system_->spawn(node_supervisor_actor_impl, cfg_, env_, std::move(signer), board_,
                                snapshot_);
   management_settings mgmt{cfg_.database_url, {}};
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
-  management_ = system_->spawn<caf::detached>(management_impl, std::move(mgmt));
+  management_ = system_->spawn<caf::detached>(management_actor_impl, std::move(mgmt));
   trimmer_ = std::thread([this] { trim_loop(); });
 }
 
@@ -160,7 +159,9 @@ gateway::node_api node::api() {
                                      std::function<void(gateway::http_rpc_reply)> done) {
     listener_registration(c, std::move(request), std::move(done));
   };
-  api.relay_info = [this](const community& c) { return relay_info_json(c); };
+  api.relay_info = [this](const community& c) {
+    return proto::relay_info_json(relay_info_for(cfg_, relay_pubkey_, c));
+  };
   api.ready = [this] { return ready() && !draining_; };
   api.draining = [this] { return draining_.load(); };
   api.watch = std::make_shared<gateway_observer>(env_.stats);
@@ -362,130 +363,56 @@ void node::submit_event(const community& c, gateway::http_event_request request,
 
 void node::manage(const community& c, gateway::http_event_request request,
                   std::function<void(gateway::http_rpc_reply)> done) {
-  // One short-lived actor per call: NIP-98 (a signature check) runs on a
-  // scheduler thread, then the management actor decides and changes.
-  auto env = env_.for_actor("manage-" + std::to_string(++http_requests_));
-  system_->spawn([mgr = management_, board = board_, cid = c.id, window = cfg_.auth_window, env,
-                  req = std::move(request), done = std::move(done)](caf::event_based_actor* self) mutable {
-    auto auth = proto::verify_nip98(req.authorization, "POST", req.host, req.target, req.body,
-                                    env.sources.unix_now(), window, true);
-    if (!auth.ok)
-      return done({401, rpc_error_body(auth.err.message())});
-    self->request(mgr, std::chrono::seconds(10), manage_request{cid, auth.pubkey, std::move(req.body)})
-      .then(
-        [self, board, cid, done](manage_reply& r) {
-          // Like a NIP-43 leave: the removed key's subscriptions end before
-          // the admin hears "done" (the watcher's revocation follows later).
-          if (!r.revoked.empty())
-            self->send(board->get()->hub, access_revoked{cid, r.revoked});
-          done({r.http_status, std::move(r.body)});
-        },
-        [done](caf::error&) {
-          // The call may still commit after this: say so, not "nothing changed".
-          done({503, rpc_error_body(
-                       "unavailable: no answer in time; the call may still be applied, list to check")});
-        });
-  });
+  auto worker = spawn_http_api(c, "manage-", std::move(done));
+  caf::anon_send(worker, manage_call_in{std::move(request.authorization), std::move(request.host),
+                                        std::move(request.target), std::move(request.body)});
 }
 
 void node::listener_registration(const community& c, gateway::http_event_request request,
                                  std::function<void(gateway::http_rpc_reply)> done) {
-  // Like manage: NIP-98 on a scheduler thread, then the registry's session.
-  auto env = env_.for_actor("listener-" + std::to_string(++http_requests_));
-  system_->spawn([board = board_, cid = c.id, window = cfg_.auth_window, env,
-                  listeners = &cfg_.operator_listeners, req = std::move(request),
-                  done = std::move(done)](caf::event_based_actor* self) mutable {
-    const bool list = req.method == "GET";
-    // A POST's token must bind its body (payload tag); a GET has none.
-    auto auth = proto::verify_nip98(req.authorization, list ? "GET" : "POST", req.host,
-                                    req.target, req.body, env.sources.unix_now(), window, !list);
-    if (!auth.ok)
-      return done({401, json_error_body(auth.err.message())});
-    if (!listeners->count(auth.pubkey))
-      return done({403, json_error_body("restricted: " + auth.pubkey
-                                        + " is not a configured operator listener")});
-    auto registry = board->get()->listeners;
-    if (!registry)
-      return done({503, json_error_body("unavailable: the registry is restarting")});
-    self->request(registry, std::chrono::seconds(10),
-                  listener_registration_request{cid, auth.pubkey, list, std::move(req.body)})
-      .then([done](listener_registration_reply& r) { done({r.http_status, std::move(r.body)}); },
-            [done](caf::error&) {
-              done({503, json_error_body("unavailable: no answer in time; list to check")});
-            });
-  });
+  auto worker = spawn_http_api(c, "listener-", std::move(done));
+  caf::anon_send(worker, listener_call_in{request.method == "GET", std::move(request.authorization),
+                                          std::move(request.host), std::move(request.target),
+                                          std::move(request.body)});
 }
 
-std::string node::relay_info_json(const community& c) const {
-  using namespace rapidjson;
-  StringBuffer buf;
-  Writer<StringBuffer> w{buf};
-  w.StartObject();
+http_api_actor node::spawn_http_api(const community& c, const std::string& name_prefix,
+                                    std::function<void(gateway::http_rpc_reply)> done) {
+  http_api_context ctx;
+  ctx.community_id = c.id;
+  ctx.auth_window = cfg_.auth_window;
+  ctx.management = management_;
+  ctx.board = board_;
+  ctx.operator_listeners = cfg_.operator_listeners;
+  ctx.env = env_.for_actor(name_prefix + std::to_string(++http_requests_));
+  ctx.done = std::move(done);
+  return system_->spawn(http_api_actor_impl, std::move(ctx));
+}
+
+proto::relay_info relay_info_for(const node_config& cfg, const std::string& relay_pubkey,
+                                 const community& c) {
+  proto::relay_info info;
   // A community's own text (NIP-86 changerelay*) over the node's defaults.
-  w.Key("name");
-  w.String(c.name.empty() ? cfg_.relay_name : c.name);
-  w.Key("description");
-  w.String(c.description.empty() ? cfg_.relay_description : c.description);
-  if (!c.icon.empty()) {
-    w.Key("icon");
-    w.String(c.icon);
-  }
-  w.Key("pubkey");
-  w.String(relay_pubkey_);
-  const bool restricted = c.policy != community_policy::open;
-  w.Key("supported_nips");
-  w.StartArray();
-  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 50, 86, 98})
-    if ((nip != 43 || restricted) && (nip != 50 || cfg_.search))
-      w.Int(nip);
-  w.EndArray();
-  w.Key("software");
-  w.String("waggle");
-  w.Key("version");
-  w.String("0.1.0");
-  w.Key("limitation");
-  w.StartObject();
-  w.Key("max_message_length");
-  w.Uint64(cfg_.max_frame_bytes);
-  w.Key("max_subscriptions");
-  w.Uint64(cfg_.max_subscriptions);
-  w.Key("max_filters");
-  w.Uint64(cfg_.max_filters);
-  w.Key("max_limit");
-  w.Uint(cfg_.max_limit);
-  w.Key("default_limit");
-  w.Uint(cfg_.default_limit);
-  // Custom fields (not in NIP-11): what a REQ's state may cost, in bytes
-  // (docs/protocol.md#limits).
-  w.Key("max_subscription_bytes");
-  w.Uint64(cfg_.max_subscription_bytes);
-  w.Key("max_subscription_bytes_total");
-  w.Uint64(cfg_.max_subscription_bytes_total);
-  w.Key("max_history_bytes_per_connection");
-  w.Uint64(cfg_.max_history_bytes_per_connection);
-  w.Key("max_subid_length");
-  w.Uint64(proto::max_subscription_id_len);
-  w.Key("auth_required");
-  w.Bool(true);
-  w.Key("max_auth_keys");  // waggle's own: NIP-42 keys one connection may prove
-  w.Uint64(cfg_.max_auth_keys);
-  w.Key("restricted_writes");
-  w.Bool(true);
-  w.Key("created_at_lower_limit");
-  w.Int64(cfg_.created_at_window);
-  w.Key("created_at_upper_limit");
-  w.Int64(cfg_.created_at_window);
-  // Not NIP-11 fields (none exist for read rates): waggle's own, so a
-  // client can pace itself (docs/protocol.md, "Read limits").
-  w.Key("max_reads_in_flight");
-  w.Uint64(cfg_.max_reads_in_flight);
-  w.Key("read_tokens_per_second");
-  w.Int64(cfg_.read_rate_connection);
-  w.Key("read_token_burst");
-  w.Int64(cfg_.read_burst_connection);
-  w.EndObject();
-  w.EndObject();
-  return buf.GetString();
+  info.name = c.name.empty() ? cfg.relay_name : c.name;
+  info.description = c.description.empty() ? cfg.relay_description : c.description;
+  info.icon = c.icon;
+  info.pubkey = relay_pubkey;
+  info.nip43 = c.policy != community_policy::open;
+  info.search = cfg.search;
+  info.max_message_length = cfg.max_frame_bytes;
+  info.max_subscriptions = cfg.max_subscriptions;
+  info.max_filters = cfg.max_filters;
+  info.max_limit = cfg.max_limit;
+  info.default_limit = cfg.default_limit;
+  info.max_subscription_bytes = cfg.max_subscription_bytes;
+  info.max_subscription_bytes_total = cfg.max_subscription_bytes_total;
+  info.max_history_bytes_per_connection = cfg.max_history_bytes_per_connection;
+  info.max_auth_keys = cfg.max_auth_keys;
+  info.created_at_window = cfg.created_at_window;
+  info.max_reads_in_flight = cfg.max_reads_in_flight;
+  info.read_tokens_per_second = cfg.read_rate_connection;
+  info.read_token_burst = cfg.read_burst_connection;
+  return info;
 }
 
 void node::start_delivery() {

@@ -23,6 +23,7 @@
 #include "actors/node/node_supervisor.hpp"
 #include "actors/node/gateway_observer.hpp"
 #include "gateway/node_api.hpp"
+#include "messages/proto/nip11.hpp"
 
 namespace waggle {
 
@@ -33,7 +34,6 @@ class node {
 
   gateway::node_api api();
   const std::string& relay_pubkey() const { return relay_pubkey_; }
-  std::string relay_info_json(const community& c) const;
   bool ready() const { return snapshot_->ready(); }
 
   // Fail-closed start-up (docs/channels.md): the roster fence must be in
@@ -66,6 +66,9 @@ class node {
                              std::function<void(gateway::http_rpc_reply)> done);
   void manage(const community& c, gateway::http_event_request request,
               std::function<void(gateway::http_rpc_reply)> done);
+  // The actor that answers one NIP-86 call or listener registration.
+  http_api_actor spawn_http_api(const community& c, const std::string& name_prefix,
+                                std::function<void(gateway::http_rpc_reply)> done);
 
   node_config cfg_;
   node_env env_;
@@ -107,6 +110,9 @@ ingest_settings ingest_settings_for(const node_config& cfg);
 db::lease_settings lease_settings_for(const node_config& cfg);
 write_policy_settings write_policy_settings_for(const node_config& cfg);
 proto::filter_limits filter_limits_for(const node_config& cfg);
+// NIP-11 for one community: its own text over the node's defaults.
+proto::relay_info relay_info_for(const node_config& cfg, const std::string& relay_pubkey,
+                                 const community& c);
 
 // The trace header's "node" object: the settings a replay needs to rebuild
 // the node's actors (docs/traces.md), and node_config_from_trace's inverse.

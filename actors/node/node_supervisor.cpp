@@ -128,7 +128,7 @@ void node_supervisor_state::spawn_ingest() {
   auto& sys = self->system();
   std::vector<writer_session_actor> writers;
   for (size_t i = 0; i < cfg.writers; ++i)
-    writers.push_back(sys.spawn<caf::detached>(writer_session_impl, cfg.database_url,
+    writers.push_back(sys.spawn<caf::detached>(writer_session_actor_impl, cfg.database_url,
                                                "writer-" + std::to_string(i), env,
                                                lease_settings_for(cfg)));
   handles.ingest = sys.spawn(ingest_actor_impl, ingest_settings_for(cfg), std::move(writers),
@@ -140,16 +140,16 @@ void node_supervisor_state::spawn_reader() {
   auto& sys = self->system();
   std::vector<reader_session_actor> sessions;
   for (size_t i = 0; i < cfg.readers; ++i)
-    sessions.push_back(sys.spawn<caf::detached>(reader_session_impl, cfg.database_url,
-                                                "reader-" + std::to_string(i),
-                                                filter_limits_for(cfg),
-                                                cfg.read_statement_timeout_ms, env, routing));
-  handles.reader = sys.spawn(reader_pool_impl, std::move(sessions), env.for_actor("reader_pool"));
+    sessions.push_back(sys.spawn<caf::detached>(
+      reader_session_actor_impl, cfg.database_url, "reader-" + std::to_string(i),
+      filter_limits_for(cfg), cfg.read_statement_timeout_ms, env, routing));
+  handles.reader = sys.spawn(reader_pool_actor_impl, std::move(sessions),
+                             env.for_actor("reader_pool"));
   watch(child::reader, handles.reader);
 }
 
 void node_supervisor_state::spawn_directory() {
-  directory = self->system().spawn<caf::detached>(community_directory_impl, cfg.database_url,
+  directory = self->system().spawn<caf::detached>(community_directory_actor_impl, cfg.database_url,
                                                   snapshot, caf::timespan{std::chrono::seconds(2)});
   watch(child::directory, directory);
 }
@@ -158,8 +158,8 @@ void node_supervisor_state::spawn_group() {
   auto& sys = self->system();
   std::vector<group_session_actor> sessions;
   for (size_t i = 0; i < cfg.group_sessions; ++i)
-    sessions.push_back(sys.spawn<caf::detached>(group_session_impl, cfg.database_url, signer, env,
-                                                group_session_name(i)));
+    sessions.push_back(sys.spawn<caf::detached>(group_session_actor_impl, cfg.database_url, signer,
+                                                env, group_session_name(i)));
   group_settings settings;
   settings.database_url = cfg.database_url;
   settings.reap_interval = caf::timespan{std::chrono::seconds(cfg.ttl_reap_seconds)};
@@ -175,10 +175,10 @@ void node_supervisor_state::spawn_membership() {
   auto& sys = self->system();
   // The watcher is linked to the membership actor: they are one child, and
   // a restart of either (or of the hub they send to) restarts both.
-  auto watcher = sys.spawn<caf::detached>(community_watcher_impl, cfg.database_url, signer,
+  auto watcher = sys.spawn<caf::detached>(community_watcher_actor_impl, cfg.database_url, signer,
                                           handles.hub, directory, env,
                                           community_watcher_settings{});
-  handles.membership = sys.spawn<caf::detached>(membership_impl, cfg.database_url, signer,
+  handles.membership = sys.spawn<caf::detached>(membership_actor_impl, cfg.database_url, signer,
                                                 watcher, handles.hub, env, membership_settings{});
   caf::actor_cast<caf::abstract_actor*>(handles.membership)->attach_functor([watcher] {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
@@ -198,7 +198,7 @@ void node_supervisor_state::spawn_expiry_reaper() {
   if (cfg.expiry_reap_seconds <= 0)
     return;
   expiry_reaper = self->system().spawn<caf::detached>(
-    expiration_reaper_impl, cfg.database_url, env.for_actor("expiration_reaper"),
+    expiration_reaper_actor_impl, cfg.database_url, env.for_actor("expiration_reaper"),
     caf::timespan{std::chrono::seconds(cfg.expiry_reap_seconds)}, db::reap_limits{});
   watch(child::expiry, expiry_reaper);
 }
@@ -209,7 +209,7 @@ void node_supervisor_state::spawn_prober() {
   if (cfg.read_database_urls.empty())
     return;
   prober = self->system().spawn<caf::detached>(
-    heartbeat_prober_impl, cfg.database_url, ring, env.for_actor("heartbeat_prober"),
+    heartbeat_prober_actor_impl, cfg.database_url, ring, env.for_actor("heartbeat_prober"),
     caf::timespan{std::chrono::milliseconds(cfg.heartbeat_interval_ms)});
   watch(child::prober, prober);
 }
@@ -218,14 +218,14 @@ void node_supervisor_state::spawn_policy() {
   // Detached: it reaps its plugin process (docs/write-policy.md). Restarting
   // the plugin itself is its own job; this restarts the actor if it dies.
   handles.policy = self->system().spawn<caf::detached>(
-    write_policy_plugin_impl, write_policy_settings_for(cfg), env.for_actor("write_policy"));
+    write_policy_actor_impl, write_policy_settings_for(cfg), env.for_actor("write_policy"));
   watch(child::policy, handles.policy);
 }
 
 void node_supervisor_state::spawn_registry() {
   listener_registry_settings settings;
   settings.database_url = cfg.database_url;
-  handles.listeners = self->system().spawn<caf::detached>(listener_registry_impl, settings,
+  handles.listeners = self->system().spawn<caf::detached>(listener_registry_actor_impl, settings,
                                                           env.for_actor("listener_registry"));
   watch(child::registry, handles.listeners);
 }
@@ -242,7 +242,7 @@ void node_supervisor_state::spawn_delivery() {
     db::claim_settings claims;
     claims.lease = delivery_lease(std::chrono::milliseconds(cfg.delivery_timeout_ms));
     auto source = std::make_shared<listener_source>(cfg.operator_listeners, claims);
-    auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
+    auto store = sys.spawn<caf::detached>(delivery_store_actor_impl, cfg.database_url,
                                           std::string{"delivery-store"}, source,
                                           env.for_actor("delivery_store"));
     // The supervisor's reply_in records name the store that answered.
@@ -253,7 +253,7 @@ void node_supervisor_state::spawn_delivery() {
     ds.per_route = cfg.delivery_per_listener;
     ds.request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
     ds.relay_secret = signer.secret;
-    delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
+    delivery = sys.spawn(delivery_supervisor_actor_impl, store, http, ds,
                          env.for_actor("delivery_supervisor"));
     parts.push_back(caf::actor_cast<caf::actor>(delivery));
     parts.push_back(caf::actor_cast<caf::actor>(store));
@@ -262,10 +262,9 @@ void node_supervisor_state::spawn_delivery() {
   if (!cfg.push_gateway_url.empty()) {
     auto request_timeout = std::chrono::milliseconds(cfg.delivery_timeout_ms);
     push_delivery_settings pds{cfg.push_gateway_url, delivery_lease(request_timeout), 8};
-    auto store = sys.spawn<caf::detached>(delivery_store_impl, cfg.database_url,
-                                          std::string{"push-store"},
-                                          std::make_shared<push_source>(pds),
-                                          env.for_actor("push_store"));
+    auto store = sys.spawn<caf::detached>(
+      delivery_store_actor_impl, cfg.database_url, std::string{"push-store"},
+      std::make_shared<push_source>(pds), env.for_actor("push_store"));
     if (env.trace)
       env.trace->spawned("push_store", caf::actor_cast<caf::actor>(store));
     delivery_settings ds;
@@ -276,14 +275,14 @@ void node_supervisor_state::spawn_delivery() {
     ds.relay_secret = signer.secret;
     ds.claim_when_freed = false;  // first attempts arrive from the matcher
     ds.completion_delay = std::chrono::milliseconds(cfg.push_completion_delay_ms);
-    auto push_delivery = sys.spawn(delivery_supervisor_impl, store, http, ds,
+    auto push_delivery = sys.spawn(delivery_supervisor_actor_impl, store, http, ds,
                                    env.for_actor("push_delivery"));
     push_matcher_settings ms;
     ms.database_url = cfg.database_url;
     ms.gateway_url = cfg.push_gateway_url;
     ms.match.delivery_lease = pds.lease;
     ms.min_interval = std::chrono::milliseconds(cfg.push_match_interval_ms);
-    matcher = sys.spawn<caf::detached>(push_matcher_impl, ms, handles.ingest, push_delivery,
+    matcher = sys.spawn<caf::detached>(push_matcher_actor_impl, ms, handles.ingest, push_delivery,
                                        env.for_actor("push_matcher"));
     parts.push_back(caf::actor_cast<caf::actor>(push_delivery));
     parts.push_back(caf::actor_cast<caf::actor>(store));
@@ -357,9 +356,9 @@ void node_supervisor_state::on_exit(const caf::exit_msg& msg) {
 }
 
 node_supervisor_actor::behavior_type
-node_supervisor_impl(node_supervisor_ptr self, node_config cfg, node_env env,
-                     db::relay_signer signer, std::shared_ptr<handle_board> board,
-                     std::shared_ptr<community_snapshot> snapshot) {
+node_supervisor_actor_impl(node_supervisor_ptr self, node_config cfg, node_env env,
+                           db::relay_signer signer, std::shared_ptr<handle_board> board,
+                           std::shared_ptr<community_snapshot> snapshot) {
   self->state.init(self, std::move(cfg), std::move(env), std::move(signer), std::move(board),
                    std::move(snapshot));
   self->set_down_handler([self](const caf::down_msg& msg) { self->state.on_down(msg); });

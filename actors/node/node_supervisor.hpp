@@ -102,8 +102,8 @@ struct node_supervisor_state {
 };
 
 node_supervisor_actor::behavior_type
-node_supervisor_impl(node_supervisor_ptr self, node_config cfg, node_env env,
-                     db::relay_signer signer, std::shared_ptr<handle_board> board,
-                     std::shared_ptr<community_snapshot> snapshot);
+node_supervisor_actor_impl(node_supervisor_ptr self, node_config cfg, node_env env,
+                           db::relay_signer signer, std::shared_ptr<handle_board> board,
+                           std::shared_ptr<community_snapshot> snapshot);
 
 }  // namespace waggle

@@ -182,9 +182,8 @@ void write_policy_state::shutdown() {
   answer_all(fail_verdict());
 }
 
-write_policy_actor::behavior_type write_policy_plugin_impl(write_policy_ptr self,
-                                                           write_policy_settings settings,
-                                                           node_env env) {
+write_policy_actor::behavior_type
+write_policy_actor_impl(write_policy_ptr self, write_policy_settings settings, node_env env) {
   self->state.init(self, std::move(settings), std::move(env));
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     self->state.shutdown();

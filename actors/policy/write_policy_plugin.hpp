@@ -79,8 +79,7 @@ struct write_policy_state {
   void schedule_tick();
 };
 
-write_policy_actor::behavior_type write_policy_plugin_impl(write_policy_ptr self,
-                                                           write_policy_settings settings,
-                                                           node_env env);
+write_policy_actor::behavior_type
+write_policy_actor_impl(write_policy_ptr self, write_policy_settings settings, node_env env);
 
 }  // namespace waggle

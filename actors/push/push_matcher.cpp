@@ -196,11 +196,9 @@ void push_matcher_state::on_sweep() {
   }
 }
 
-push_matcher_actor::behavior_type push_matcher_impl(push_matcher_state::ptr self,
-                                                    push_matcher_settings settings,
-                                                    ingest_actor ingest,
-                                                    delivery_supervisor_actor delivery,
-                                                    node_env env) {
+push_matcher_actor::behavior_type
+push_matcher_actor_impl(push_matcher_state::ptr self, push_matcher_settings settings,
+                        ingest_actor ingest, delivery_supervisor_actor delivery, node_env env) {
   self->state.init(self, std::move(settings), std::move(ingest), std::move(delivery),
                    std::move(env));
   return {

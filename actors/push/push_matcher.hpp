@@ -62,10 +62,8 @@ struct push_matcher_state {
   void send_gate();
 };
 
-push_matcher_actor::behavior_type push_matcher_impl(push_matcher_state::ptr self,
-                                                    push_matcher_settings settings,
-                                                    ingest_actor ingest,
-                                                    delivery_supervisor_actor delivery,
-                                                    node_env env);
+push_matcher_actor::behavior_type
+push_matcher_actor_impl(push_matcher_state::ptr self, push_matcher_settings settings,
+                        ingest_actor ingest, delivery_supervisor_actor delivery, node_env env);
 
 }  // namespace waggle

@@ -98,10 +98,10 @@ void heartbeat_prober_state::rotate(pqxx::connection& conn) {
   log::info("heartbeat_prober", "heartbeat epoch rotated", {{"epoch", p.epoch}});
 }
 
-heartbeat_prober_actor::behavior_type heartbeat_prober_impl(heartbeat_prober_ptr self,
-                                                            std::string database_url,
-                                                            std::shared_ptr<heartbeat_ring> ring,
-                                                            node_env env, caf::timespan interval) {
+heartbeat_prober_actor::behavior_type
+heartbeat_prober_actor_impl(heartbeat_prober_ptr self, std::string database_url,
+                            std::shared_ptr<heartbeat_ring> ring, node_env env,
+                            caf::timespan interval) {
   self->state.init(self, std::move(database_url), std::move(ring), std::move(env), interval);
   return {
     // -- timers -----------------------------------------------------------------

@@ -45,9 +45,9 @@ struct heartbeat_prober_state {
 };
 
 // A zero interval disables the timer (heartbeat_tick still works when sent).
-heartbeat_prober_actor::behavior_type heartbeat_prober_impl(heartbeat_prober_ptr self,
-                                                            std::string database_url,
-                                                            std::shared_ptr<heartbeat_ring> ring,
-                                                            node_env env, caf::timespan interval);
+heartbeat_prober_actor::behavior_type
+heartbeat_prober_actor_impl(heartbeat_prober_ptr self, std::string database_url,
+                            std::shared_ptr<heartbeat_ring> ring, node_env env,
+                            caf::timespan interval);
 
 }  // namespace waggle

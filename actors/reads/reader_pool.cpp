@@ -174,9 +174,9 @@ void reader_pool_state::publish_gauges() {
   env.stats->readers_busy = std::count(busy.begin(), busy.end(), true);
 }
 
-reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
-                                                  std::vector<reader_session_actor> sessions,
-                                                  node_env env) {
+reader_pool_actor::behavior_type reader_pool_actor_impl(reader_pool_ptr self,
+                                                        std::vector<reader_session_actor> sessions,
+                                                        node_env env) {
   self->state.init(self, std::move(sessions), std::move(env));
   // Each read is recorded as the pool takes it, then queued; a session takes
   // the next one when it says it is idle.

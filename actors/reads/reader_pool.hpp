@@ -93,8 +93,8 @@ struct reader_pool_state {
   void publish_gauges();
 };
 
-reader_pool_actor::behavior_type reader_pool_impl(reader_pool_ptr self,
-                                                  std::vector<reader_session_actor> sessions,
-                                                  node_env env);
+reader_pool_actor::behavior_type reader_pool_actor_impl(reader_pool_ptr self,
+                                                        std::vector<reader_session_actor> sessions,
+                                                        node_env env);
 
 }  // namespace waggle

@@ -211,12 +211,10 @@ access_reply reader_session_state::on_access(const access_request& req) {
   return fallback.err.ok() ? out : fallback;
 }
 
-reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
-                                                        std::string database_url, std::string role,
-                                                        proto::filter_limits limits,
-                                                        int64_t statement_timeout_ms,
-                                                        node_env env,
-                                                        std::shared_ptr<route_context> routing) {
+reader_session_actor::behavior_type
+reader_session_actor_impl(reader_session_ptr self, std::string database_url, std::string role,
+                          proto::filter_limits limits, int64_t statement_timeout_ms, node_env env,
+                          std::shared_ptr<route_context> routing) {
   // So trace records can name this session as the sender of its replies.
   if (env.trace)
     env.trace->spawned(role, caf::actor_cast<caf::actor>(self));

@@ -63,12 +63,10 @@ struct reader_session_state {
 // gets what is left of it, so a read that runs longer is cancelled by
 // PostgreSQL itself (or ended before its next statement) and answered
 // `error: query took too long`.
-reader_session_actor::behavior_type reader_session_impl(reader_session_ptr self,
-                                                        std::string database_url, std::string role,
-                                                        proto::filter_limits limits,
-                                                        int64_t statement_timeout_ms,
-                                                        node_env env,
-                                                        std::shared_ptr<route_context> routing);
+reader_session_actor::behavior_type
+reader_session_actor_impl(reader_session_ptr self, std::string database_url, std::string role,
+                          proto::filter_limits limits, int64_t statement_timeout_ms, node_env env,
+                          std::shared_ptr<route_context> routing);
 
 // The SQL run on each new reader connection.
 std::vector<std::string> reader_session_setup(int64_t statement_timeout_ms);

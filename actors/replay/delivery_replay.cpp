@@ -64,7 +64,7 @@ delivery_replay::delivery_replay(caf::actor_system& sys, replay_player_ptr playe
   : player_(std::move(player)), posts_(std::make_shared<replay_posts>()),
     name_(spec.supervisor), slot_prefix_(spec.settings.queue + "-slot-") {
   spec.settings.relay_secret = stand_in_secret;
-  auto sup = sys.spawn(delivery_supervisor_impl, store,
+  auto sup = sys.spawn(delivery_supervisor_actor_impl, store,
                        std::make_shared<replay_http_client>(player_, posts_),
                        std::move(spec.settings), env.for_actor(spec.supervisor));
   supervisor_ = caf::actor_cast<caf::actor>(sup);

@@ -320,7 +320,8 @@ void replayer::spawn_node() {
   std::vector<reader_session_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
     readers.push_back(stub("reader-" + std::to_string(i)));
-  reader_ = keep(sys_->spawn(reader_pool_impl, std::move(readers), env_.for_actor("reader_pool")));
+  reader_ = keep(
+    sys_->spawn(reader_pool_actor_impl, std::move(readers), env_.for_actor("reader_pool")));
   reader_gate_ = keep(sys_->spawn(replay_reader_gate, reader_, player_));
   std::vector<group_session_actor> sessions;
   for (size_t i = 0; i < cfg_.group_sessions; ++i)

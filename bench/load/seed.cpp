@@ -11,6 +11,7 @@
 #include "bench/load/events.hpp"
 #include "bench/load/setup.hpp"
 #include "db/community_store.hpp"
+#include "db/batch_bisect.hpp"
 #include "db/event_store.hpp"
 
 namespace waggle::bench {

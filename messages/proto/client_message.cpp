@@ -3,6 +3,8 @@
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <charconv>
 #include <cstring>
@@ -245,6 +247,23 @@ std::string render_count(std::string_view sub_id, uint64_t count) {
   out.append(buf, static_cast<size_t>(r.ptr - buf));
   out.append("}]", 2);
   return out;
+}
+
+std::string render_submit_reply(std::string_view event_id, bool accepted,
+                                std::string_view message) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  w.StartObject();
+  if (!event_id.empty()) {
+    w.Key("id");
+    w.String(event_id.data(), static_cast<rapidjson::SizeType>(event_id.size()));
+  }
+  w.Key("accepted");
+  w.Bool(accepted);
+  w.Key("message");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
 }
 
 }  // namespace waggle::proto

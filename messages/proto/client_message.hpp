@@ -49,4 +49,8 @@ std::string render_notice(std::string_view message);
 std::string render_auth(std::string_view challenge);
 std::string render_count(std::string_view sub_id, uint64_t count);
 
+// POST /events's answer body: what OK says, as a JSON object
+// ({"id", "accepted", "message"}; no "id" when none was read).
+std::string render_submit_reply(std::string_view event_id, bool accepted, std::string_view message);
+
 }  // namespace waggle::proto

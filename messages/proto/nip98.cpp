@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include "messages/proto/event.hpp"
+#include "messages/proto/text.hpp"
 
 namespace waggle::proto {
 
@@ -37,14 +38,6 @@ bool iequals(std::string_view a, std::string_view b) {
     if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
       return false;
   return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 // Splits "scheme://host/path?query" into scheme and the rest after "://".

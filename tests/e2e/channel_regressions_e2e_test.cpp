@@ -277,10 +277,13 @@ TEST(ChannelRegressionE2E, E2_an_in_doubt_removal_is_still_revoked_and_republish
 
   auto hub = sys.spawn(hub_actor_impl, env);
   proto::filter_limits limits;
-  auto reader_session = sys.spawn<caf::detached>(reader_session_impl, url, std::string("reader-0"), limits, int64_t{5000}, env, std::shared_ptr<route_context>{});
-  auto reader = sys.spawn(reader_pool_impl, std::vector<reader_session_actor>{reader_session}, env);
-  auto session = sys.spawn<caf::detached>(group_session_impl, via_port(url, proxy.port()), signer, env,
-                                          std::string("group_session"));
+  auto reader_session = sys.spawn<caf::detached>(reader_session_actor_impl, url,
+                                                 std::string("reader-0"), limits, int64_t{5000},
+                                                 env, std::shared_ptr<route_context>{});
+  auto reader = sys.spawn(reader_pool_actor_impl, std::vector<reader_session_actor>{reader_session},
+                          env);
+  auto session = sys.spawn<caf::detached>(group_session_actor_impl, via_port(url, proxy.port()),
+                                          signer, env, std::string("group_session"));
   auto group = sys.spawn(group_actor_impl, std::vector<group_session_actor>{session}, hub, env,
                          group_settings{});
   auto ingest_log = std::make_shared<waggle::testing::fake_ingest_log>();

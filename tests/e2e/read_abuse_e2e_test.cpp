@@ -138,7 +138,7 @@ TEST_F(read_abuse_e2e, AReadPastTheStatementTimeoutIsAnsweredQueryTookTooLong) {
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   auto env = node_env::production();
-  auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
+  auto session = sys.spawn<caf::detached>(reader_session_actor_impl, db_->url(),
                                           std::string("reader-t"), proto::filter_limits{},
                                           int64_t{200}, env, std::shared_ptr<route_context>{});
   int64_t beta = 0;
@@ -172,7 +172,7 @@ TEST_F(read_abuse_e2e, AReadThatArmedItsBudgetLeavesTheNextReadTheSessionsFullTi
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   auto env = node_env::production();
-  auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
+  auto session = sys.spawn<caf::detached>(reader_session_actor_impl, db_->url(),
                                           std::string("reader-b"), proto::filter_limits{},
                                           int64_t{1000}, env, std::shared_ptr<route_context>{});
   auto locker = db_->connect();

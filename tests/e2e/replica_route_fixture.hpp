@@ -128,7 +128,7 @@ class replica_route_fixture : public ::testing::Test {
     cfg.set("logger.verbosity", caf::atom("quiet"));
     caf::actor_system sys{cfg};
     auto env = node_env::production();
-    auto session = sys.spawn<caf::detached>(reader_session_impl, db_->url(),
+    auto session = sys.spawn<caf::detached>(reader_session_actor_impl, db_->url(),
                                             "reader-" + purpose_, proto::filter_limits{},
                                             statement_timeout_ms, env, std::move(routing));
     caf::scoped_actor self{sys};

@@ -33,6 +33,7 @@
 #include <pqxx/pqxx>
 
 #include "db/community_store.hpp"
+#include "db/batch_bisect.hpp"
 #include "db/event_store.hpp"
 #include "db/migrate.hpp"
 #include "messages/proto/event.hpp"

@@ -331,7 +331,7 @@ TEST_F(GroupActorTest, AnIdleRosterActorIsStoppedAndTheNextChangeRecreatesIt) {
   env_.sources.unix_now = [] { return pgtest::wall_now(); };
   db::relay_signer signer{pgtest::secret(900), proto::pubkey_of(pgtest::secret(900))};
   // Not detached: the session runs on the test coordinator, its SQL inside run().
-  auto session = sys_.spawn(group_session_impl, shared.db->url(), signer, env_,
+  auto session = sys_.spawn(group_session_actor_impl, shared.db->url(), signer, env_,
                             std::string{"group_session"});
   actors_.push_back(caf::actor_cast<caf::actor>(session));
   group_settings settings;

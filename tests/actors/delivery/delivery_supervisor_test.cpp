@@ -26,7 +26,7 @@ class DeliverySupervisorTest : public actor_test {
     s.slots = slots;
     s.per_route = per_route;
     s.relay_secret = std::string(63, '0') + "1";
-    auto sup = spawn(delivery_supervisor_impl, store, http, s, env);
+    auto sup = spawn(delivery_supervisor_actor_impl, store, http, s, env);
     run();
     return sup;
   }

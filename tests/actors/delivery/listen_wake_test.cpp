@@ -41,12 +41,12 @@ class ListenWakeTest : public actor_test {
   void start(std::chrono::milliseconds wait = 5000ms) {
     auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
       {listener_key, url}});
-    auto store = spawn(delivery_store_impl, db_url, std::string{"test-store"},
+    auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
                        std::static_pointer_cast<delivery_source>(source), env);
     delivery_settings ds;
     ds.relay_secret = pgtest::make_event(9, 1, 1, {}, "").pubkey;  // any 64 hex works as a key here
     ds.relay_secret = std::string(63, '0') + "9";
-    supervisor = spawn(delivery_supervisor_impl, store, http, ds, env);
+    supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
     listen_settings ls;
     ls.listen_url = db_url;
     ls.probe_url = db_url;
@@ -137,11 +137,11 @@ TEST_F(ListenWakeTest, TerminatedListenBackendIsReplacedAndCatchesUp) {
 TEST_F(ListenWakeTest, ProbeThatNeverComesBackDeclaresTheListenerDown) {
   auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
     {listener_key, url}});
-  auto store = spawn(delivery_store_impl, db_url, std::string{"test-store"},
+  auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
                      std::static_pointer_cast<delivery_source>(source), env);
   delivery_settings ds;
   ds.relay_secret = std::string(63, '0') + "9";
-  supervisor = spawn(delivery_supervisor_impl, store, http, ds, env);
+  supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
   listen_settings ls;
   ls.listen_url = db_url;
   // The probe goes to another database's server process: never heard here.

@@ -42,7 +42,7 @@ class PushDeliveryTest : public actor_test {
     s.claim_when_freed = false;
     s.completion_delay = 50ms;
     s.relay_secret = std::string(63, '0') + "1";
-    sup = spawn(delivery_supervisor_impl, store, http, s, env);
+    sup = spawn(delivery_supervisor_actor_impl, store, http, s, env);
     run();
   }
   void ready(std::vector<delivery_job> jobs) {

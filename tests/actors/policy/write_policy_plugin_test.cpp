@@ -38,7 +38,7 @@ struct system_fixture : ::testing::Test {
   write_policy_actor start(write_policy_settings s = {}) {
     if (s.path.empty())
       s.path = plugin.script.string();
-    return sys.spawn<caf::detached>(write_policy_plugin_impl, s, node_env::production());
+    return sys.spawn<caf::detached>(write_policy_actor_impl, s, node_env::production());
   }
 
   event_ptr event(const std::string& content) {

@@ -49,10 +49,10 @@ class reader_pool_test : public actor_test {
  protected:
   reader_pool_test() {
     session_raw = spawn(fake_reader, session_log);
-    pool = spawn(reader_pool_impl,
-                 std::vector<reader_session_actor>{
-                   caf::actor_cast<reader_session_actor>(session_raw)},
-                 test_env());
+    pool = spawn(
+      reader_pool_actor_impl,
+      std::vector<reader_session_actor>{caf::actor_cast<reader_session_actor>(session_raw)},
+      test_env());
     run();
   }
   ~reader_pool_test() override { session_log->held_requests.clear(); }

@@ -1,4 +1,4 @@
-#include "db/event_store.hpp"
+#include "db/batch_bisect.hpp"
 
 #include <algorithm>
 #include <string>

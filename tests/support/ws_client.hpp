@@ -1,6 +1,7 @@
 #pragma once
 
-// Small synchronous HTTP and WebSocket clients for tests and the load tool.
+// Small synchronous HTTP and WebSocket clients for tests (the
+// waggle_test_ws_client library): not part of the relay, so not in gateway/.
 // Not thread-safe: one thread drives one client. Nothing here throws on
 // network errors: failures are reported through return values and error().
 

@@ -1,0 +1,74 @@
+#include "actors/node/http_api_actor.hpp"
+
+#include "actors/communities/management_actor.hpp"
+#include "actors/delivery/listener_registry.hpp"
+#include "messages/proto/nip98.hpp"
+
+namespace waggle {
+
+void http_api_state::init(http_api_ptr self_ptr, http_api_context context) {
+  self = self_ptr;
+  ctx = std::move(context);
+}
+
+void http_api_state::on_manage(manage_call_in& call) {
+  auto auth = proto::verify_nip98(call.authorization, "POST", call.host, call.target, call.body,
+                                  ctx.env.sources.unix_now(), ctx.auth_window, true);
+  if (!auth.ok)
+    return finish({401, rpc_error_body(auth.err.message())});
+  self
+    ->request(ctx.management, ctx.answer_timeout,
+              manage_request{ctx.community_id, auth.pubkey, std::move(call.body)})
+    .then(
+      [this](manage_reply& r) {
+        // Like a NIP-43 leave: the removed key's subscriptions end before
+        // the admin hears "done" (the watcher's revocation follows later).
+        if (!r.revoked.empty())
+          self->send(ctx.board->get()->hub, access_revoked{ctx.community_id, r.revoked});
+        finish({r.http_status, std::move(r.body)});
+      },
+      [this](caf::error&) {
+        // The call may still commit after this: say so, not "nothing changed".
+        finish({503, rpc_error_body("unavailable: no answer in time; the call may still be "
+                                    "applied, list to check")});
+      });
+}
+
+void http_api_state::on_listener(listener_call_in& call) {
+  // A POST's token must bind its body (payload tag); a GET has none.
+  auto auth = proto::verify_nip98(call.authorization, call.list ? "GET" : "POST", call.host,
+                                  call.target, call.body, ctx.env.sources.unix_now(),
+                                  ctx.auth_window, !call.list);
+  if (!auth.ok)
+    return finish({401, json_error_body(auth.err.message())});
+  if (!ctx.operator_listeners.count(auth.pubkey))
+    return finish({403, json_error_body("restricted: " + auth.pubkey
+                                        + " is not a configured operator listener")});
+  auto registry = ctx.board->get()->listeners;
+  if (!registry)
+    return finish({503, json_error_body("unavailable: the registry is restarting")});
+  self
+    ->request(registry, ctx.answer_timeout,
+              listener_registration_request{ctx.community_id, auth.pubkey, call.list,
+                                            std::move(call.body)})
+    .then([this](listener_registration_reply& r) { finish({r.http_status, std::move(r.body)}); },
+          [this](caf::error&) {
+            finish({503, json_error_body("unavailable: no answer in time; list to check")});
+          });
+}
+
+void http_api_state::finish(gateway::http_rpc_reply reply) {
+  ctx.done(std::move(reply));
+  self->quit();
+}
+
+http_api_actor::behavior_type http_api_actor_impl(http_api_ptr self, http_api_context ctx) {
+  self->state.init(self, std::move(ctx));
+  return {
+    // -- calls ------------------------------------------------------------------
+    [self](manage_call_in& call) { self->state.on_manage(call); },
+    [self](listener_call_in& call) { self->state.on_listener(call); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,58 @@
+#pragma once
+
+// The HTTP API actor: one short-lived actor per call to the node's NIP-98
+// HTTP API, a NIP-86 management call (docs/management.md) or a listener
+// registration (docs/delivery.md, "Registration"). The call arrives as a
+// message, so NIP-98 (a signature check) runs on a scheduler thread, never on
+// an io thread; the management actor or the listener registry then decides,
+// and `done` is called once with the HTTP answer before the actor quits.
+// In actors/node: it reads the current handles from the supervisor's board.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "actors/node/node_supervisor.hpp"
+#include "actors/support/env.hpp"
+#include "gateway/node_api.hpp"
+#include "messages/interfaces.hpp"
+
+namespace waggle {
+
+struct http_api_context {
+  int64_t community_id = 0;
+  int64_t auth_window = 60;  // NIP-98: seconds either side of now
+  management_actor management;
+  // The hub (told of a NIP-86 removal) and the listener registry, as current
+  // when each is needed: either may have been restarted since the call came.
+  std::shared_ptr<handle_board> board;
+  std::map<std::string, std::string> operator_listeners;  // pubkey -> URL
+  // How long the management actor or the registry may take to answer.
+  std::chrono::milliseconds answer_timeout{std::chrono::seconds(10)};
+  node_env env;  // named "manage-N" or "listener-N"
+  std::function<void(gateway::http_rpc_reply)> done;
+};
+
+struct http_api_state;
+using http_api_ptr = http_api_actor::stateful_pointer<http_api_state>;
+
+struct http_api_state {
+  static inline const char* name = "http_api";
+
+  http_api_ptr self = nullptr;
+  http_api_context ctx;
+
+  void init(http_api_ptr self_ptr, http_api_context context);
+  void on_manage(manage_call_in& call);
+  void on_listener(listener_call_in& call);
+
+ private:
+  void finish(gateway::http_rpc_reply reply);
+};
+
+http_api_actor::behavior_type http_api_actor_impl(http_api_ptr self, http_api_context ctx);
+
+}  // namespace waggle
