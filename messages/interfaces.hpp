@@ -13,6 +13,7 @@
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
 #include "messages/fanout.hpp"
+#include "messages/http_api.hpp"
 #include "messages/ingest.hpp"
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
