@@ -1,8 +1,8 @@
 #pragma once
 
-// Helpers shared by the proto sources (event.cpp defines them). Internal:
-// kept out of the public headers so RapidJSON does not leak into every
-// translation unit that includes event.hpp.
+// Helpers shared by the proto sources (event.cpp, event_sign.cpp and filter.cpp
+// define them). Internal: kept out of the public headers so RapidJSON does not
+// leak into every translation unit that includes event.hpp.
 
 #include <cstdint>
 #include <string>
