@@ -77,8 +77,14 @@ class replica_redteam : public replica_test::replica_route_fixture {
       pqxx::work tx(*ddl);
       tx.exec("LOCK TABLE events IN ACCESS EXCLUSIVE MODE");
       auto standby_db = standby::url_for(db_->name());
+      // The LOCK's WAL record waits in a partly filled page: the WAL writer
+      // flushes only whole pages unless a commit asks for more, and the
+      // walsender ships only flushed WAL. On a busy run another test's commit
+      // flushed it; alone, nothing did. A commit of our own flushes it.
+      auto flusher = db_->connect();
       bool seen = false;
       for (int i = 0; i < 500 && !seen; ++i) {
+        pqxx::nontransaction(*flusher).exec("SELECT txid_current()");
         pqxx::connection s(standby_db);
         pqxx::nontransaction q(s);
         seen = q.exec("SELECT 1 FROM pg_locks WHERE relation = 'events'::regclass"
