@@ -1,8 +1,11 @@
 #include "db/listen_connection.hpp"
 
+#include <algorithm>
+
 #include <pqxx/except>
 #include <pqxx/nontransaction>
 #include <pqxx/notification>
+#include <pqxx/result>
 
 namespace waggle::db {
 
@@ -63,6 +66,35 @@ std::vector<notification> listen_connection::wait(std::chrono::milliseconds time
   if (!conn_->is_open())
     throw pqxx::broken_connection("listen connection closed");
   return std::exchange(arrived_, {});
+}
+
+void listen_connection::set_channels(std::vector<std::string> wanted) {
+  channels_ = std::move(wanted);
+  if (!conn_)
+    return;
+  // A receiver's destructor UNLISTENs its channel (libpqxx 6).
+  std::vector<std::unique_ptr<receiver>> kept;
+  for (auto& r : receivers_)
+    if (std::find(channels_.begin(), channels_.end(), r->channel()) != channels_.end())
+      kept.push_back(std::move(r));
+  receivers_.clear();  // the dropped ones, unlistening
+  for (const auto& ch : channels_) {
+    bool have = std::any_of(kept.begin(), kept.end(),
+                            [&](const auto& r) { return r->channel() == ch; });
+    if (!have)
+      kept.push_back(std::make_unique<receiver>(*conn_, ch, arrived_));
+  }
+  receivers_ = std::move(kept);
+}
+
+std::vector<std::string> listen_connection::listening() {
+  if (!conn_)
+    throw pqxx::broken_connection("not connected");
+  pqxx::nontransaction tx(*conn_);
+  std::vector<std::string> out;
+  for (const auto& row : tx.exec("SELECT pg_listening_channels() ORDER BY 1"))
+    out.push_back(row[0].c_str());
+  return out;
 }
 
 void notify(pqxx::connection& conn, const std::string& channel, const std::string& payload) {

@@ -34,6 +34,14 @@ class listen_connection {
 
   std::vector<notification> wait(std::chrono::milliseconds timeout);
 
+  // Makes `wanted` the set of channels LISTENed: LISTENs the new ones and
+  // UNLISTENs the ones gone at once when connected, and on every connect.
+  // Throws like wait() when the connection broke meanwhile.
+  void set_channels(std::vector<std::string> wanted);
+  const std::vector<std::string>& channels() const { return channels_; }
+  // What the server says this session LISTENs on (pg_listening_channels()).
+  std::vector<std::string> listening();
+
  private:
   class receiver;
   std::string url_;

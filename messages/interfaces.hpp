@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "messages/bus.hpp"
 #include "messages/channels.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
@@ -152,5 +153,36 @@ using listener_registry_actor
 
 // Node supervisor: spawns, monitors and restarts the node's core actors.
 using node_supervisor_actor = caf::typed_actor<caf::reacts_to<restart_child>>;
+
+// The in-process bus driver (docs/bus.md): the bus interface, and the
+// deadlines of its requests, which it sends itself.
+using inproc_bus_actor = bus_actor::extend<caf::reacts_to<bus_request_expired>>;
+
+// The PostgreSQL bus driver (docs/bus.md, "PostgreSQL"): the facade that
+// answers the bus interface and delivers on this node, and its detached
+// workers, each owning one connection.
+using pg_bus_actor = bus_actor::extend<caf::reacts_to<bus_request_expired>,
+                                       caf::reacts_to<bus_fetched>,
+                                       caf::replies_to<bus_listening>::with<bus_shards>>;
+using bus_publisher_actor
+  = caf::typed_actor<caf::replies_to<bus_store_batch>::with<bus_batch_stored>>;
+// Doorbell: takes dirty shards; its trailing edge is a bus_tick to itself.
+using bus_doorbell_actor = caf::typed_actor<caf::reacts_to<bus_shards>, caf::reacts_to<bus_tick>>;
+// Listener: takes the wanted shards; loops on bus_tick.
+using bus_listener_actor = caf::typed_actor<caf::reacts_to<bus_shards>, caf::reacts_to<bus_tick>,
+                                            caf::replies_to<bus_listening>::with<bus_shards>>;
+// Fetcher: watches subjects, fetches shards when told (and on its poll).
+using bus_fetcher_actor = caf::typed_actor<caf::replies_to<bus_watch>::with<bus_ack>,
+                                           caf::reacts_to<bus_shards>, caf::reacts_to<bus_tick>,
+                                           caf::replies_to<bus_listening>::with<bus_shards>>;
+// Keeper: the node's registry row (heartbeat), node expiry, garbage collection.
+using bus_keeper_actor = caf::typed_actor<caf::reacts_to<bus_tick>>;
+
+// The CAF bus driver (docs/bus.md, "CAF"): the facade, published through
+// the middleman so that peers connect to it, and its registry worker.
+using caf_bus_actor = bus_actor::extend<caf::replies_to<bus_peer_frame>::with<bus_ack>,
+                                        caf::reacts_to<bus_peers>,
+                                        caf::reacts_to<bus_request_expired>>;
+using caf_bus_registry_actor = caf::typed_actor<caf::reacts_to<bus_tick>>;
 
 }  // namespace waggle

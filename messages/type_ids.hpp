@@ -8,6 +8,7 @@
 
 #include <caf/type_id.hpp>
 
+#include "messages/bus.hpp"
 #include "messages/channels.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
@@ -143,4 +144,25 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- http api (actors/node/http_api_actor) -------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_call_in))
   CAF_ADD_TYPE_ID(waggle, (waggle::listener_call_in))
+  // -- bus (messages/bus.hpp) ----------------------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_message))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_lagged))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_publish))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_ack))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_subscribe))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_subscription))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_unsubscribe))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_request_expired))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_outgoing))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_store_batch))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_batch_stored))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_shards))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_watch))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_fetched))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_listening))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_peer_info))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_peers))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_peer_frame))
 CAF_END_TYPE_ID_BLOCK(waggle)

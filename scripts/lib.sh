@@ -336,7 +336,8 @@ wg_pg_stop() {
   wg_pg_ctl -m fast -w -t 60 stop >/dev/null && wg_log "PostgreSQL ($WG_PG_NAME) stopped"
 }
 
-wg_pg_restart() { wg_pg_ctl -m fast -w -t 60 -l "$WG_PGDATA/server.log" restart >/dev/null; }
+# wg_pg_restart [fast|immediate]: immediate is a crash (no checkpoint; recovery from the WAL).
+wg_pg_restart() { wg_pg_ctl -m "${1:-fast}" -w -t 60 -l "$WG_PGDATA/server.log" restart >/dev/null; }
 
 # postgresql:// URL of database $1 on the selected cluster, as the superuser role.
 wg_pg_url() { printf 'postgresql://%s@127.0.0.1:%s/%s\n' "$WAGGLE_PG_SUPERUSER" "$WG_PG_PORT" "$1"; }

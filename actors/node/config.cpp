@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "actors/bus/caf_bus_settings.hpp"
 #include "gateway/http_client.hpp"
 #include "gateway/metrics_access.hpp"
 #include "messages/proto/text.hpp"
@@ -388,6 +389,19 @@ const std::vector<option>& options() {
     {{"--push-completion-delay-ms", "WAGGLE_PUSH_COMPLETION_DELAY_MS",
       "gateway answers are written together after at most this long (0: each at once)", "50"},
      number(&node_config::push_completion_delay_ms)},
+    {{"--bus", "WAGGLE_BUS",
+      "the bus driver between this node's actors and other nodes (docs/bus.md): inproc, "
+      "postgres (a table and NOTIFY on the primary) or caf (nodes connected directly)",
+      "inproc"},
+     text(&node_config::bus)},
+    {{"--node-id", "WAGGLE_NODE_ID",
+      "this node's id in the cluster, 1-64 of [A-Za-z0-9_-] (empty: a random one each start)", ""},
+     text(&node_config::node_id)},
+    {{"--bus-bind", "WAGGLE_BUS_BIND", "address the CAF bus listens on for its peers",
+      "127.0.0.1"},
+     text(&node_config::bus_bind)},
+    {{"--bus-port", "WAGGLE_BUS_PORT", "port the CAF bus listens on (0 = ephemeral)", "0"},
+     number(&node_config::bus_port)},
     {{"--push-gate-cache", "WAGGLE_PUSH_GATE_CACHE",
       "on: batches skip the push gate for communities this node knows have no lease; off (for "
       "several nodes on one database, until the cluster bus carries lease activations): every "
@@ -489,6 +503,10 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "replica-pool-size must be within 1..1000, replica-acquire-budget-ms "
                          "within 1..10000, replica-read-max-age-ms at least 0, "
                          "heartbeat-interval-ms within 10..60000 and heartbeat-stale-ms above it"};
+  if (cfg.bus != "inproc" && cfg.bus != "postgres" && cfg.bus != "caf")
+    return {ec::invalid, "bus must be inproc, postgres or caf"};
+  if (!cfg.node_id.empty() && !bus_valid_node_id(cfg.node_id))
+    return {ec::invalid, "node-id must be 1-64 of [A-Za-z0-9_-]"};
   if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
     return {ec::invalid, "write-policy-fail must be closed or open"};
   if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0

@@ -128,6 +128,12 @@ struct node_config {
   int64_t push_match_interval_ms = 50;    // under load, a matcher batch at most this often
   int64_t push_completion_delay_ms = 50;  // gateway answers held for one transaction
   bool push_gate_cache = true;            // off for several nodes on one database
+  // The bus (docs/bus.md): inproc, postgres or caf; this node's id in the
+  // cluster (empty: a random one per start); where the CAF driver listens.
+  std::string bus = "inproc";
+  std::string node_id;
+  std::string bus_bind = "127.0.0.1";
+  uint16_t bus_port = 0;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };

@@ -13,6 +13,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "actors/bus/caf_bus.hpp"
+#include "actors/bus/inproc_bus.hpp"
+#include "actors/bus/pg_bus.hpp"
 #include "actors/connection/event_admission.hpp"
 #include "actors/communities/management_actor.hpp"
 #include "actors/node/http_api_actor.hpp"
@@ -54,6 +57,14 @@ std::string load_or_create_relay_key(const std::string& path) {
   return hex;
 }
 
+// Not through node_env: a node's identity is no reading a trace replays.
+static std::string random_node_id() {
+  unsigned char bytes[8];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1)
+    throw std::runtime_error("RAND_bytes failed");
+  return proto::to_hex(bytes, sizeof(bytes));
+}
+
 node::node(node_config cfg, node_env env)
   : cfg_(std::move(cfg)), env_(std::move(env)) {
   db::relay_signer signer;
@@ -74,6 +85,9 @@ node::node(node_config cfg, node_env env)
   sys_cfg_->set("scheduler.max-threads",
                 cfg_.scheduler_threads ? cfg_.scheduler_threads : static_cast<size_t>(cores));
   sys_cfg_->set("work-stealing.moderate-poll-attempts", size_t{0});
+  node_id_ = cfg_.node_id.empty() ? random_node_id() : cfg_.node_id;
+  if (cfg_.bus == "caf")
+    configure_caf_bus(*sys_cfg_, caf_bus_settings{}.protocol_version);
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   board_ = std::make_shared<handle_board>();
   snapshot_ = std::make_shared<community_snapshot>();
@@ -87,7 +101,30 @@ node::node(node_config cfg, node_env env)
   management_settings mgmt{cfg_.database_url, {}};
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
   management_ = system_->spawn<caf::detached>(management_actor_impl, std::move(mgmt));
+  start_bus();
   trimmer_ = std::thread([this] { trim_loop(); });
+}
+
+void node::start_bus() {
+  if (cfg_.bus == "postgres") {
+    pg_bus_settings s;
+    s.database_url = cfg_.database_url;
+    s.node_id = node_id_;
+    bus_ = system_->spawn(pg_bus_impl, s, env_.for_actor("bus"));
+  } else if (cfg_.bus == "caf") {
+    caf_bus_settings s;
+    s.database_url = cfg_.database_url;
+    s.node_id = node_id_;
+    s.address = cfg_.bus_bind;
+    s.port = cfg_.bus_port;
+    auto bus = spawn_caf_bus(*system_, s, env_);
+    if (!bus)
+      throw std::runtime_error("the CAF bus did not start: " + system_->render(bus.error()));
+    bus_ = *bus;
+  } else {
+    bus_ = system_->spawn(inproc_bus_impl, env_.for_actor("bus"));
+  }
+  log::info("node", "bus started", {{"driver", cfg_.bus}, {"node_id", node_id_}});
 }
 
 // Once a second, trim_policy decides whether freed heap goes back to the
@@ -121,6 +158,7 @@ void node::stop() {
     return;
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(management_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(bus_, caf::exit_reason::user_shutdown);
   {
     std::lock_guard guard{conn_mtx_};
     for (auto& c : connections_)
@@ -132,6 +170,7 @@ void node::stop() {
   // destroyed before the actor system can be.
   board_->set({});
   management_ = nullptr;  // a strong handle, like the board's
+  bus_ = nullptr;
   system_.reset();
 }
 

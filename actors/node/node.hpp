@@ -56,6 +56,9 @@ class node {
 
   caf::actor_system& system() { return *system_; }
   size_t open_connections() const;
+  // The node's bus (docs/bus.md), of the driver --bus chose.
+  bus_actor bus() const { return bus_; }
+  const std::string& node_id() const { return node_id_; }
 
  private:
   void submit_event(const community& c, gateway::http_event_request request,
@@ -92,6 +95,9 @@ class node {
   // NIP-86 calls (docs/management.md): owned by the node, not supervised;
   // it survives a lost database through its session's reconnect.
   management_actor management_;
+  std::string node_id_;
+  bus_actor bus_;
+  void start_bus();
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...

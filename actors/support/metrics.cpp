@@ -163,6 +163,7 @@ std::string metrics::render() const {
     for (auto& [outcome, n] : push_wakes_)
       out << "waggle_push_wakes_total{outcome=\"" << outcome << "\"} " << n << '\n';
   }
+  bus.render(out);
   out << ingest_batch_size.render("waggle_ingest_batch_size", "Events per ingest transaction.");
   out << commit_latency.render("waggle_commit_seconds", "Ingest transaction latency.");
   out << ack_latency.render("waggle_ack_seconds", "EVENT frame to OK latency.");

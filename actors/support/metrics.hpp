@@ -17,6 +17,7 @@
 #include <iosfwd>
 #include <vector>
 
+#include "actors/support/bus_metrics.hpp"
 #include "messages/outcome.hpp"
 
 namespace waggle::db {
@@ -63,6 +64,8 @@ class metrics {
   std::atomic<int64_t> delivery_queue_age_ms{0}; // the oldest row of the latest claim
   // Push (docs/push.md).
   std::atomic<int64_t> push_match_queue_age_ms{0};  // the oldest job of the latest batch
+  // The bus driver's (docs/bus.md).
+  bus_metrics bus;
 
   // events rejected, by reason label ("invalid", "restricted", ...).
   void count_rejected(const std::string& reason);

@@ -1,0 +1,42 @@
+#include "actors/bus/bus_requests.hpp"
+
+namespace waggle {
+
+bus_requests::bus_requests(std::string node_id) : prefix_("_INBOX." + std::move(node_id) + ".") {
+}
+
+std::string bus_requests::open(caf::typed_response_promise<bus_message> promise) {
+  auto inbox = prefix_ + std::to_string(++next_);
+  open_.emplace(inbox, std::move(promise));
+  return inbox;
+}
+
+bool bus_requests::answer(bus_message& msg) {
+  auto i = open_.find(msg.subject);
+  if (i == open_.end())
+    return false;
+  auto promise = std::move(i->second);
+  open_.erase(i);
+  promise.deliver(std::move(msg));
+  return true;
+}
+
+bool bus_requests::expire(const std::string& inbox) {
+  return fail(inbox, make_error(bus_errc::request_timeout));
+}
+
+bool bus_requests::fail(const std::string& inbox, caf::error err) {
+  auto i = open_.find(inbox);
+  if (i == open_.end())
+    return false;
+  auto promise = std::move(i->second);
+  open_.erase(i);
+  promise.deliver(std::move(err));
+  return true;
+}
+
+bool bus_requests::is_inbox(const std::string& subject) const {
+  return subject.compare(0, prefix_.size(), prefix_) == 0;
+}
+
+}  // namespace waggle

@@ -1,0 +1,42 @@
+#pragma once
+
+// A driver's open requests (docs/bus.md, "Request and reply"): each has an
+// inbox subject of its own, named after the node so that inboxes never
+// collide across a cluster, and the promise its reply fulfils. The first
+// message on the inbox answers it; later ones, and any after its deadline,
+// are dropped.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "messages/bus.hpp"
+
+namespace waggle {
+
+class bus_requests {
+ public:
+  explicit bus_requests(std::string node_id);
+
+  // A new inbox for a request whose reply goes to `promise`.
+  std::string open(caf::typed_response_promise<bus_message> promise);
+  // If `msg` is on an open inbox: answers that request and returns true.
+  bool answer(bus_message& msg);
+  // The request on `inbox` ran out of time: true if it was still open.
+  bool expire(const std::string& inbox);
+  // Ends the request on `inbox` with `err`: true if it was still open.
+  bool fail(const std::string& inbox, caf::error err);
+  bool is_open(const std::string& inbox) const { return open_.count(inbox) > 0; }
+  bool is_inbox(const std::string& subject) const;
+  size_t size() const { return open_.size(); }
+
+ private:
+  std::string prefix_;
+  uint64_t next_ = 0;
+  std::map<std::string, caf::typed_response_promise<bus_message>> open_;
+};
+
+}  // namespace waggle

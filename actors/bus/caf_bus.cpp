@@ -1,0 +1,416 @@
+#include "actors/bus/caf_bus.hpp"
+
+#include <algorithm>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/bus/caf_bus_registry.hpp"
+#include "actors/support/log.hpp"
+
+namespace waggle {
+
+namespace {
+
+constexpr std::string_view inbox_prefix = "_INBOX.";
+
+template <class T>
+std::string encode(caf::actor_system& sys, T& value) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  if (auto err = sink(value))
+    throw std::runtime_error("cannot serialise a bus frame: " + sys.render(err));
+  return std::string(buf.begin(), buf.end());
+}
+
+template <class T>
+bool decode(caf::actor_system& sys, const std::string& body, T& value) {
+  caf::binary_deserializer source{sys, body.data(), body.size()};
+  return !source(value) && source.remaining() == 0;
+}
+
+// The node an inbox belongs to: "_INBOX.<node>.<n>" -> "<node>".
+std::string inbox_node(const std::string& subject) {
+  if (subject.compare(0, inbox_prefix.size(), inbox_prefix) != 0)
+    return {};
+  auto last = subject.rfind('.');
+  if (last <= inbox_prefix.size())
+    return {};
+  return subject.substr(inbox_prefix.size(), last - inbox_prefix.size());
+}
+
+}  // namespace
+
+void configure_caf_bus(caf::actor_system_config& cfg, int32_t protocol_version) {
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.app-identifiers",
+          std::vector<std::string>{"waggle-bus-v" + std::to_string(protocol_version)});
+}
+
+bool bus_valid_node_id(const std::string& id) {
+  if (id.empty() || id.size() > 64)
+    return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_';
+  });
+}
+
+void caf_bus_state::init(ptr self_ptr, caf_bus_settings s, node_env e) {
+  self = self_ptr;
+  settings = std::move(s);
+  env = std::move(e);
+  if (env.stats)
+    env.stats->bus.driver = "caf";
+  requests.emplace(settings.node_id);
+}
+
+std::set<caf_bus_state::interest_key> caf_bus_state::interest() const {
+  std::set<interest_key> out;
+  for (const auto& subject : table.subjects()) {
+    if (!table.plain(subject).empty())
+      out.emplace(subject, "");
+    for (const auto& group : table.groups(subject))
+      out.emplace(subject, group);
+  }
+  return out;
+}
+
+bus_peer_frame caf_bus_state::interest_frame() const {
+  bus_interest i;
+  for (const auto& [subject, group] : interest()) {
+    i.subjects.push_back(subject);
+    i.groups.push_back(group);
+  }
+  return bus_peer_frame{settings.node_id, bus_frame_interest, encode(self->home_system(), i)};
+}
+
+void caf_bus_state::add_peer(const std::string& node_id, caf_bus_actor handle) {
+  if (peers.count(node_id) || !handle)
+    return;
+  self->monitor(handle);
+  peers[node_id].handle = handle;
+  if (auto k = known.find(node_id); k != known.end())
+    k->second.backoff = std::chrono::milliseconds{0};
+  if (env.stats)
+    env.stats->bus.peers = static_cast<int64_t>(peers.size());
+  log::info("bus", "peer connected", {{"peer", node_id}});
+  send_interest(handle);
+}
+
+void caf_bus_state::send_interest(const caf_bus_actor& to) {
+  // As a request: the receiver learns this node's handle from its sender.
+  self->request(to, settings.interest_timeout, interest_frame())
+    .then([](bus_ack) {}, [](caf::error&) {});
+}
+
+void caf_bus_state::connect(known_peer& k) {
+  k.connecting = true;
+  auto id = k.info.node_id;
+  auto mm = self->home_system().middleman().actor_handle();
+  self->request(mm, caf::infinite, caf::connect_atom::value, k.info.address, k.info.port)
+    .then(
+      [this, id](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                 const std::set<std::string>& ifs) {
+        auto k = known.find(id);
+        if (k != known.end())
+          k->second.connecting = false;
+        // The handle is cast only after its interface proved to be ours.
+        if (!ptr || ifs != self->home_system().message_types<caf_bus_actor>()) {
+          if (env.stats)
+            env.stats->bus.count_dropped("peer_interface");
+          log::warn("bus", "refused a peer whose bus interface differs", {{"peer", id}});
+          return;
+        }
+        add_peer(id, caf::actor_cast<caf_bus_actor>(ptr));
+      },
+      [this, id](caf::error& err) {
+        auto k = known.find(id);
+        if (k == known.end())
+          return;
+        k->second.connecting = false;
+        k->second.backoff = std::clamp(k->second.backoff * 2, settings.reconnect_min,
+                                       settings.reconnect_max);
+        k->second.next_attempt = env.steady_now() + k->second.backoff;
+        log::warn("bus", "cannot reach peer",
+                  {{"peer", id}, {"error", self->home_system().render(err)}});
+      });
+}
+
+void caf_bus_state::update_peers(bus_peers& live) {
+  std::set<std::string> listed;
+  auto now = env.steady_now();
+  for (auto& info : live.live) {
+    if (!bus_valid_node_id(info.node_id) || info.node_id == settings.node_id)
+      continue;
+    listed.insert(info.node_id);
+    if (info.protocol_version != settings.protocol_version) {
+      if (warned_versions.insert(info.node_id).second) {
+        if (env.stats)
+          env.stats->bus.count_dropped("peer_version");
+        log::warn("bus", "refused a peer of another bus protocol version",
+                  {{"peer", info.node_id}, {"version", std::to_string(info.protocol_version)}});
+      }
+      continue;
+    }
+    auto& k = known[info.node_id];
+    k.info = info;
+    if (!peers.count(info.node_id) && !k.connecting && now >= k.next_attempt)
+      connect(k);
+  }
+  // Gone from the registry (expired): forget it unless a link still stands.
+  for (auto k = known.begin(); k != known.end();)
+    if (!listed.count(k->first) && !peers.count(k->first) && !k->second.connecting)
+      k = known.erase(k);
+    else
+      ++k;
+}
+
+void caf_bus_state::peer_down(const caf::actor_addr& who) {
+  for (auto p = peers.begin(); p != peers.end(); ++p) {
+    if (p->second.handle.address() != who)
+      continue;
+    log::warn("bus", "peer lost; reconnecting while the registry lists it", {{"peer", p->first}});
+    if (auto k = known.find(p->first); k != known.end()) {
+      k->second.backoff = settings.reconnect_min;
+      k->second.next_attempt = env.steady_now() + k->second.backoff;
+    }
+    peers.erase(p);
+    if (env.stats)
+      env.stats->bus.peers = static_cast<int64_t>(peers.size());
+    return;
+  }
+}
+
+void caf_bus_state::deliver_here(const bus_message& msg, bool plain,
+                                 const std::vector<std::string>& groups) {
+  std::vector<bus_subscriber_actor> recipients;
+  if (plain)
+    recipients = table.plain(msg.subject);
+  for (const auto& group : groups) {
+    if (auto member = table.next_member(msg.subject, group))
+      recipients.push_back(std::move(member));
+    else if (env.stats)
+      env.stats->bus.count_dropped("no_subscriber");
+  }
+  if (env.stats)
+    env.stats->bus.delivered += recipients.size();
+  for (auto& r : recipients)
+    self->send(r, msg);
+}
+
+void caf_bus_state::route(bus_message msg) {
+  if (auto owner = inbox_node(msg.subject); !owner.empty()) {
+    if (owner == settings.node_id) {
+      requests->answer(msg);
+    } else if (auto p = peers.find(owner); p != peers.end()) {
+      bus_forward f{msg.subject, msg.payload, msg.reply_to, true, {}};
+      caf::anon_send(p->second.handle,
+                     bus_peer_frame{settings.node_id, bus_frame_forward, encode(self->home_system(), f)});
+    } else if (env.stats) {
+      env.stats->bus.count_dropped("no_route");
+    }
+    return;
+  }
+  // Each group's message goes to one node with members, in turn.
+  std::map<std::string, std::vector<std::string>> groups_for;  // node -> groups ("" = here)
+  std::set<std::string> group_names;
+  for (const auto& g : table.groups(msg.subject))
+    group_names.insert(g);
+  for (const auto& [id, p] : peers)
+    for (const auto& [subject, group] : p.wants)
+      if (subject == msg.subject && !group.empty())
+        group_names.insert(group);
+  for (const auto& group : group_names) {
+    std::vector<std::string> nodes;  // "" is this node
+    auto here = table.groups(msg.subject);
+    if (std::find(here.begin(), here.end(), group) != here.end())
+      nodes.push_back("");
+    for (const auto& [id, p] : peers)
+      if (p.wants.count({msg.subject, group}))
+        nodes.push_back(id);
+    auto& turn = turns[{msg.subject, group}];
+    groups_for[nodes[turn++ % nodes.size()]].push_back(group);
+  }
+  deliver_here(msg, true, groups_for[""]);
+  for (const auto& [id, p] : peers) {
+    bool plain = p.wants.count({msg.subject, ""}) > 0;
+    auto g = groups_for.find(id);
+    if (!plain && g == groups_for.end())
+      continue;
+    bus_forward f{msg.subject, msg.payload, msg.reply_to, plain,
+                  g == groups_for.end() ? std::vector<std::string>{} : g->second};
+    // Forwards need no answer (at most once): sent without a sender.
+    caf::anon_send(p.handle, bus_peer_frame{settings.node_id, bus_frame_forward,
+                                            encode(self->home_system(), f)});
+  }
+}
+
+caf::result<bus_ack> caf_bus_state::publish(bus_publish& msg) {
+  if (auto err = bus_validate(msg)) {
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
+  if (env.stats)
+    ++env.stats->bus.published;
+  route(bus_message{std::move(msg.subject), std::move(msg.payload), std::move(msg.reply_to)});
+  return bus_ack{};
+}
+
+caf::result<bus_subscription> caf_bus_state::subscribe(bus_subscribe& sub) {
+  if (auto err = bus_validate(sub)) {
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
+  const bool is_new = !interest().count({sub.subject, sub.group});
+  if (!table.holds(sub.subscriber.address()))
+    self->monitor(sub.subscriber);
+  bus_subscription reply{table.add(sub.subject, sub.group, sub.subscriber)};
+  if (!is_new || peers.empty())
+    return reply;
+  // Answer once every peer has the new interest (or the wait ran out), so
+  // what they publish after this answer reaches the new subscriber.
+  auto promise = self->make_response_promise<bus_subscription>();
+  auto pending = std::make_shared<size_t>(peers.size());
+  auto frame = interest_frame();
+  for (const auto& [id, p] : peers)
+    self->request(p.handle, settings.interest_timeout, frame)
+      .then([promise, pending, reply](bus_ack) mutable {
+              if (--*pending == 0)
+                promise.deliver(reply);
+            },
+            [promise, pending, reply](caf::error&) mutable {
+              if (--*pending == 0)
+                promise.deliver(reply);
+            });
+  return promise;
+}
+
+void caf_bus_state::after_unsubscribe(const bus_table::entry& gone) {
+  if (interest().count({gone.subject, gone.group}))
+    return;
+  for (const auto& [id, p] : peers)
+    send_interest(p.handle);
+}
+
+void caf_bus_state::unsubscribe(uint64_t id) {
+  auto gone = table.remove(id);
+  if (!gone)
+    return;
+  if (!table.holds(gone->subscriber.address()))
+    self->demonitor(gone->subscriber.address());
+  after_unsubscribe(*gone);
+}
+
+void caf_bus_state::subscriber_down(const caf::actor_addr& who) {
+  for (auto& gone : table.remove_subscriber(who))
+    after_unsubscribe(gone);
+}
+
+caf::result<bus_message> caf_bus_state::request(bus_request& req) {
+  if (auto err = bus_validate(req)) {
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
+  bool responders = table.wants(req.subject);
+  for (const auto& [id, p] : peers)
+    for (const auto& [subject, group] : p.wants)
+      responders = responders || subject == req.subject;
+  if (!responders)
+    return make_error(bus_errc::no_responders, req.subject);
+  auto promise = self->make_response_promise<bus_message>();
+  auto inbox = requests->open(promise);
+  self->delayed_send(self, std::chrono::milliseconds{req.timeout_ms}, bus_request_expired{inbox});
+  if (env.stats)
+    ++env.stats->bus.published;
+  route(bus_message{std::move(req.subject), std::move(req.payload), std::move(inbox)});
+  return promise;
+}
+
+bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
+  // A peer's frame is input from another process: checked, decoded whole,
+  // and dropped (counted) when it is not what it claims to be.
+  auto& sys = self->home_system();
+  if (!bus_valid_node_id(frame.node_id) || frame.node_id == settings.node_id) {
+    if (env.stats)
+      env.stats->bus.count_dropped("undecodable");
+    return {};
+  }
+  if (frame.kind == bus_frame_interest) {
+    bus_interest i;
+    if (!decode(sys, frame.body, i) || i.subjects.size() != i.groups.size()) {
+      if (env.stats)
+        env.stats->bus.count_dropped("undecodable");
+      return {};
+    }
+    if (!peers.count(frame.node_id))
+      add_peer(frame.node_id, caf::actor_cast<caf_bus_actor>(self->current_sender()));
+    if (auto p = peers.find(frame.node_id); p != peers.end()) {
+      p->second.wants.clear();
+      for (size_t k = 0; k < i.subjects.size(); ++k)
+        if (bus_valid_name(i.subjects[k]) && (i.groups[k].empty() || bus_valid_name(i.groups[k])))
+          p->second.wants.emplace(i.subjects[k], i.groups[k]);
+    }
+    return {};
+  }
+  bus_forward f;
+  if (frame.kind != bus_frame_forward || !decode(sys, frame.body, f) ||
+      !bus_valid_name(f.subject) || f.payload.size() > bus_max_payload) {
+    if (env.stats)
+      env.stats->bus.count_dropped("undecodable");
+    return {};
+  }
+  bus_message msg{std::move(f.subject), std::move(f.payload), std::move(f.reply_to)};
+  if (inbox_node(msg.subject) == settings.node_id) {
+    requests->answer(msg);
+    return {};
+  }
+  deliver_here(msg, f.plain, f.groups);
+  return {};
+}
+
+namespace {
+
+caf_bus_actor::behavior_type caf_bus_impl(caf_bus_state::ptr self, caf_bus_settings settings,
+                                          node_env env) {
+  self->state.init(self, std::move(settings), std::move(env));
+  self->set_down_handler([self](caf::down_msg& down) {
+    self->state.peer_down(down.source);
+    self->state.subscriber_down(down.source);
+  });
+  return {
+    [self](bus_publish& msg) { return self->state.publish(msg); },
+    [self](bus_subscribe& sub) { return self->state.subscribe(sub); },
+    [self](bus_unsubscribe u) { self->state.unsubscribe(u.id); },
+    [self](bus_request& req) { return self->state.request(req); },
+    [self](bus_peer_frame& frame) { return self->state.receive(frame); },
+    [self](bus_peers& live) { self->state.update_peers(live); },
+    [self](bus_request_expired& e) { self->state.requests->expire(e.inbox); },
+  };
+}
+
+}  // namespace
+
+caf::expected<caf_bus_actor> spawn_caf_bus(caf::actor_system& sys, caf_bus_settings settings,
+                                           node_env env) {
+  if (!bus_valid_node_id(settings.node_id))
+    return make_error(bus_errc::bad_subject, "a node id is 1-64 of [A-Za-z0-9_-]");
+  auto facade = sys.spawn(caf_bus_impl, settings, env.for_actor("bus"));
+  auto port = sys.middleman().publish(facade, settings.port, settings.address.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(facade, caf::exit_reason::user_shutdown);
+    return make_error(bus_errc::unavailable, "cannot publish the bus on " + settings.address +
+                                               ":" + std::to_string(settings.port) + ": " +
+                                               sys.render(port.error()));
+  }
+  settings.port = *port;
+  sys.spawn<caf::detached>(caf_bus_registry_impl, settings, facade,
+                           env.for_actor("bus-registry"));
+  return facade;
+}
+
+}  // namespace waggle

@@ -1,0 +1,77 @@
+#pragma once
+
+// The CAF bus driver's facade (docs/bus.md, "CAF"): answers the bus
+// interface on its node, and is published through the middleman so that the
+// facades of other nodes connect to it. Each node tells its peers what it
+// subscribes to (bus_interest, whole, on connect and after each change); a
+// publish is delivered here and forwarded to the peers that want it, each
+// queue group's message going to one node with members, nodes taken in turn.
+// Peers are found through the registry worker and reconnected with backoff.
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "actors/bus/bus_requests.hpp"
+#include "actors/bus/bus_table.hpp"
+#include "actors/bus/caf_bus_settings.hpp"
+#include "actors/support/env.hpp"
+#include "messages/interfaces.hpp"
+
+namespace waggle {
+
+struct caf_bus_state {
+  static inline const char* name = "caf_bus";
+  using ptr = caf_bus_actor::stateful_pointer<caf_bus_state>;
+  using interest_key = std::pair<std::string, std::string>;  // subject, group ("" = plain)
+
+  struct peer {
+    caf_bus_actor handle;
+    std::set<interest_key> wants;
+  };
+  struct known_peer {
+    bus_peer_info info;
+    bool connecting = false;
+    steady_time next_attempt{};
+    std::chrono::milliseconds backoff{0};
+  };
+
+  ptr self = nullptr;
+  caf_bus_settings settings;
+  node_env env;
+  bus_table table;
+  std::optional<bus_requests> requests;
+  std::map<std::string, peer> peers;        // connected, by node id
+  std::map<std::string, known_peer> known;  // live in the registry
+  std::map<interest_key, size_t> turns;     // whose turn a group's next message is
+  std::set<std::string> warned_versions;    // nodes refused for their protocol version
+
+  void init(ptr self_ptr, caf_bus_settings s, node_env e);
+  caf::result<bus_ack> publish(bus_publish& msg);
+  caf::result<bus_subscription> subscribe(bus_subscribe& sub);
+  void unsubscribe(uint64_t id);
+  caf::result<bus_message> request(bus_request& req);
+  bus_ack receive(bus_peer_frame& frame);
+  void update_peers(bus_peers& live);
+  void peer_down(const caf::actor_addr& who);
+  void subscriber_down(const caf::actor_addr& who);
+
+ private:
+  std::set<interest_key> interest() const;
+  bus_peer_frame interest_frame() const;
+  void add_peer(const std::string& node_id, caf_bus_actor handle);
+  void send_interest(const caf_bus_actor& to);
+  void connect(known_peer& k);
+  void route(bus_message msg);
+  void deliver_here(const bus_message& msg, bool plain, const std::vector<std::string>& groups);
+  void after_unsubscribe(const bus_table::entry& gone);
+};
+
+// Spawns the facade and its registry worker and publishes the facade on
+// settings.port (0: any; the registry records the port bound). An error when
+// the port cannot be bound.
+caf::expected<caf_bus_actor> spawn_caf_bus(caf::actor_system& sys, caf_bus_settings settings,
+                                           node_env env);
+
+}  // namespace waggle

@@ -1,0 +1,36 @@
+#pragma once
+
+// The CAF bus driver's settings (docs/bus.md, "CAF").
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+namespace waggle {
+
+struct caf_bus_settings {
+  std::string database_url;  // the registry (bus_nodes)
+  std::string node_id;       // [A-Za-z0-9_-], 1-64 characters, unique in the cluster
+  std::string address = "127.0.0.1";  // where peers reach this node's bus
+  uint16_t port = 0;                  // 0: any free port
+  int32_t protocol_version = 1;
+  std::chrono::seconds heartbeat{10};
+  std::chrono::seconds node_ttl{30};
+  std::chrono::milliseconds refresh{2000};  // how often the registry lists the live peers
+  std::chrono::milliseconds reconnect_min{100};
+  std::chrono::milliseconds reconnect_max{5000};
+  // How long a subscribe waits for peers to confirm the new interest.
+  std::chrono::milliseconds interest_timeout{2000};
+};
+
+// Loads the middleman and names the bus protocol in the BASP handshake
+// (middleman.app-identifiers): a node of another protocol version is refused
+// at connect. Call before the actor system is made.
+void configure_caf_bus(caf::actor_system_config& cfg, int32_t protocol_version);
+
+// Whether `id` is a valid node id.
+bool bus_valid_node_id(const std::string& id);
+
+}  // namespace waggle

@@ -1,0 +1,127 @@
+// The CAF bus driver's cluster behaviour (docs/bus.md, "CAF"): nodes find
+// each other through the registry, survive a peer's death and forget it
+// after expiry, refuse another protocol version, and count and drop what a
+// peer sends that does not decode.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include <caf/io/middleman.hpp>
+#include <pqxx/pqxx>
+
+#include "tests/actors/bus/bus_harness.hpp"
+
+namespace waggle::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds within = 10s) {
+  auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond())
+      return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return cond();
+}
+
+struct caf_bus : ::testing::Test {
+  std::unique_ptr<bus_harness> h;
+
+  std::shared_ptr<bus_inbox> subscribe(size_t node, const std::string& subject) {
+    auto inbox = std::make_shared<bus_inbox>();
+    auto sub = spawn_bus_subscriber(h->system(node), inbox);
+    auto r = bus_subscribe_to(h->system(node), h->bus(node), bus_subscribe{subject, "", sub});
+    EXPECT_TRUE(r) << to_string(r.error());
+    return inbox;
+  }
+
+  int registered(const std::string& node_id) {
+    pqxx::connection c(h->database_url());
+    pqxx::nontransaction q(c);
+    return q.exec_params("SELECT count(*) FROM bus_nodes WHERE node_id = $1", node_id)[0][0]
+      .as<int>();
+  }
+
+  uint16_t port_of(const std::string& node_id) {
+    pqxx::connection c(h->database_url());
+    pqxx::nontransaction q(c);
+    return static_cast<uint16_t>(
+      q.exec_params("SELECT port FROM bus_nodes WHERE node_id = $1", node_id)[0][0].as<int>());
+  }
+};
+
+TEST_F(caf_bus, ThreeNodesFindEachOtherThroughTheRegistry) {
+  h = make_caf_bus_harness(3);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(h->stats(i)->bus.peers.load(), 2) << "node " << i;
+  auto one = subscribe(1, "everywhere");
+  auto two = subscribe(2, "everywhere");
+  ASSERT_TRUE(bus_publish_to(h->system(0), h->bus(0), bus_publish{"everywhere", "hi", ""}));
+  EXPECT_EQ(one->next()->payload, "hi");
+  EXPECT_EQ(two->next()->payload, "hi");
+}
+
+TEST_F(caf_bus, AKilledNodesPeersKeepServingAndForgetItAfterExpiry) {
+  h = make_caf_bus_harness(3, [](size_t, caf_bus_settings& s) {
+    s.heartbeat = std::chrono::seconds{1};
+    s.node_ttl = std::chrono::seconds{3};
+  });
+  auto one = subscribe(1, "survivors");
+  h->kill(2);
+  EXPECT_TRUE(eventually([&] {
+    return h->stats(0)->bus.peers.load() == 1 && h->stats(1)->bus.peers.load() == 1;
+  })) << "the peers did not notice the lost link";
+  ASSERT_TRUE(bus_publish_to(h->system(0), h->bus(0), bus_publish{"survivors", "still", ""}));
+  EXPECT_EQ(one->next()->payload, "still");
+  EXPECT_TRUE(eventually([&] { return registered("caf-node-2") == 0; }))
+    << "the dead node's registry row never expired";
+  EXPECT_EQ(registered("caf-node-0"), 1) << "a live node expired";
+  ASSERT_TRUE(bus_publish_to(h->system(1), h->bus(1), bus_publish{"survivors", "later", ""}));
+  EXPECT_EQ(one->next()->payload, "later");
+}
+
+TEST_F(caf_bus, ANodeOfAnotherProtocolVersionIsRefused) {
+  h = make_caf_bus_harness(3, [](size_t node, caf_bus_settings& s) {
+    if (node == 2)
+      s.protocol_version = 2;
+  });
+  auto zero = subscribe(0, "versioned");
+  // The odd node is registered, and refused by both sides: by the registry's
+  // version before a connect, and by the BASP handshake's app identifier.
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("peer_version") >= 1; }));
+  EXPECT_EQ(h->stats(0)->bus.peers.load(), 1);
+  EXPECT_EQ(h->stats(2)->bus.peers.load(), 0);
+  auto direct = h->system(2).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
+                                                                      port_of("caf-node-0"));
+  EXPECT_FALSE(direct) << "the handshake let a node of another version in";
+  auto r = bus_request_of(h->system(2), h->bus(2), bus_request{"versioned", "x", 60000});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(static_cast<bus_errc>(r.error().code()), bus_errc::no_responders);
+  ASSERT_TRUE(bus_publish_to(h->system(2), h->bus(2), bus_publish{"versioned", "odd", ""}));
+  ASSERT_TRUE(bus_publish_to(h->system(1), h->bus(1), bus_publish{"versioned", "even", ""}));
+  EXPECT_EQ(zero->next()->payload, "even") << "a message crossed from the refused node";
+}
+
+TEST_F(caf_bus, AMalformedFrameFromAPeerIsCountedAndDropped) {
+  h = make_caf_bus_harness(2);
+  auto zero = subscribe(0, "robust");
+  auto remote = h->system(1).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
+                                                                      port_of("caf-node-0"));
+  ASSERT_TRUE(remote) << h->system(1).render(remote.error());
+  const std::string garbage{"\xff\xff\xff\xff\x07garbage", 12};
+  caf::scoped_actor self{h->system(1)};
+  self->send(*remote, bus_peer_frame{"caf-node-1", bus_frame_forward, garbage});
+  self->send(*remote, bus_peer_frame{"caf-node-1", bus_frame_interest, garbage});
+  self->send(*remote, bus_peer_frame{"caf-node-1", 99, ""});
+  self->send(*remote, bus_peer_frame{"not a node id!", bus_frame_forward, ""});
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("undecodable") == 4; }))
+    << "dropped: " << h->stats(0)->bus.dropped("undecodable");
+  ASSERT_TRUE(bus_publish_to(h->system(1), h->bus(1), bus_publish{"robust", "fine", ""}));
+  EXPECT_EQ(zero->next()->payload, "fine") << "the node stopped serving";
+}
+
+}  // namespace
+}  // namespace waggle::testing
