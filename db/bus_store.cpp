@@ -3,10 +3,12 @@
 #include <string_view>
 
 #include <pqxx/binarystring>
+#include <pqxx/except>
 #include <pqxx/result>
 #include <pqxx/nontransaction>
 #include <pqxx/transaction>
 
+#include "db/replica_pool.hpp"
 #include "db/sql_util.hpp"
 
 namespace waggle::db::bus {
@@ -21,6 +23,17 @@ std::string text_array(const std::vector<std::string>& values) {
 }
 
 }  // namespace
+
+std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string& role,
+                                       std::chrono::milliseconds statement_timeout) {
+  using namespace std::chrono_literals;
+  auto conn = std::make_unique<pqxx::connection>(replica_conninfo(url, "bus-" + role, 10s));
+  if (statement_timeout.count() > 0) {
+    pqxx::nontransaction tx(*conn);
+    tx.exec("SET statement_timeout = " + std::to_string(statement_timeout.count()));
+  }
+  return conn;
+}
 
 std::vector<published> publish(pqxx::connection& conn, const std::vector<outgoing>& batch,
                                std::chrono::seconds node_ttl) {
@@ -85,7 +98,7 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
     "   LIMIT $7)"
     " SELECT cur.s::text, p.id, p.xid::text, p.subject, p.reply_to, p.payload,"
     "        extract(epoch FROM clock_timestamp() - p.published_at) * 1000,"
-    "        (SELECT count(*) FROM page)"
+    "        (SELECT count(*) FROM page), clock_timestamp()::text"
     "   FROM cur LEFT JOIN page p ON p.before = 0 OR p.before < $8"
     "  ORDER BY p.xid, p.id",
     since, upto, shard, after ? after->first : std::string{}, after ? after->second : 0,
@@ -94,6 +107,7 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
   if (r.empty())
     return out;
   out.snapshot = r[0][0].c_str();
+  out.read_at = r[0][8].c_str();
   int64_t in_page = r[0][7].as<int64_t>();
   for (const auto& row : r) {
     if (row[1].is_null())
@@ -106,9 +120,34 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
   return out;
 }
 
-std::string current_snapshot(pqxx::connection& conn) {
+std::string current_snapshot(pqxx::connection& conn, std::string* taken_at) {
   pqxx::nontransaction tx(conn);
-  return tx.exec("SELECT pg_current_snapshot()::text")[0][0].c_str();
+  // clock_timestamp() is evaluated after the statement's snapshot: a row
+  // published at or after it cannot be in the snapshot.
+  auto r = tx.exec("SELECT pg_current_snapshot()::text, clock_timestamp()::text");
+  if (taken_at)
+    *taken_at = r[0][1].c_str();
+  return r[0][0].c_str();
+}
+
+uint64_t snapshot_xmax(const std::string& snapshot) {
+  auto colon = snapshot.find(':');
+  if (colon == std::string::npos)
+    return 0;
+  uint64_t xmax = 0;
+  for (size_t i = colon + 1; i < snapshot.size() && snapshot[i] != ':'; ++i) {
+    if (snapshot[i] < '0' || snapshot[i] > '9')
+      return 0;
+    xmax = xmax * 10 + static_cast<uint64_t>(snapshot[i] - '0');
+  }
+  return xmax;
+}
+
+server_id server_identity(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec(
+    "SELECT pg_postmaster_start_time()::text, pg_snapshot_xmax(pg_current_snapshot())::text");
+  return server_id{r[0][0].c_str(), r[0][1].as<uint64_t>()};
 }
 
 std::vector<std::pair<int64_t, std::string>> claim(
@@ -123,26 +162,54 @@ std::vector<std::pair<int64_t, std::string>> claim(
     groups.text(group);
   }
   pqxx::nontransaction tx(conn);
-  // A message garbage-collected meanwhile has nothing left to claim.
-  auto r = tx.exec_params(
-    "INSERT INTO bus_claims (message_id, grp, node_id)"
-    " SELECT w.id, w.grp, $3 FROM unnest($1::bigint[], $2::text[]) AS w(id, grp)"
-    "  WHERE EXISTS (SELECT 1 FROM bus_messages m WHERE m.id = w.id)"
-    " ON CONFLICT DO NOTHING RETURNING message_id, grp",
-    ids.str(), groups.str(), node);
+  // A message garbage-collected meanwhile has nothing left to claim. The
+  // EXISTS cannot see a delete that commits while the INSERT runs: that
+  // one fails the foreign key, and the claim is made again without it.
+  pqxx::result r;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      r = tx.exec_params(
+        "INSERT INTO bus_claims (message_id, grp, node_id)"
+        " SELECT w.id, w.grp, $3 FROM unnest($1::bigint[], $2::text[]) AS w(id, grp)"
+        "  WHERE EXISTS (SELECT 1 FROM bus_messages m WHERE m.id = w.id)"
+        " ON CONFLICT DO NOTHING RETURNING message_id, grp",
+        ids.str(), groups.str(), node);
+      break;
+    } catch (const pqxx::foreign_key_violation&) {
+      if (attempt > 0)
+        throw;
+    }
+  }
   for (const auto& row : r)
     won.emplace_back(row[0].as<int64_t>(), row[1].c_str());
   return won;
 }
 
-void register_node(pqxx::connection& conn, const node_row& node) {
+void register_node(pqxx::connection& conn, const node_row& node,
+                   const std::vector<subscription_row>& subscriptions) {
+  sql::array_literal subjects, groups, hashes;
+  for (const auto& s : subscriptions) {
+    subjects.text(s.subject);
+    groups.text(s.group);
+    hashes.integer(s.subject_hash);
+  }
   pqxx::work tx(conn);
   tx.exec_params(
     "INSERT INTO bus_nodes (node_id, address, port, protocol_version) VALUES ($1, $2, $3, $4)"
     " ON CONFLICT (node_id) DO UPDATE SET address = excluded.address, port = excluded.port,"
     "   protocol_version = excluded.protocol_version, started_at = now(), heartbeat_at = now()",
     node.node_id, node.address, node.port, node.protocol_version);
-  tx.exec_params("DELETE FROM bus_subscriptions WHERE node_id = $1", node.node_id);
+  tx.exec_params(
+    "DELETE FROM bus_subscriptions s WHERE s.node_id = $1 AND NOT EXISTS ("
+    "  SELECT 1 FROM unnest($2::text[], $3::text[]) AS w(subject, grp)"
+    "   WHERE w.subject = s.subject AND w.grp = s.grp)",
+    node.node_id, subjects.str(), groups.str());
+  tx.exec_params(
+    "INSERT INTO bus_subscriptions (node_id, subject, grp, subject_hash)"
+    " SELECT $1, w.subject, w.grp, w.hash"
+    "   FROM unnest($2::text[], $3::text[], $4::bigint[]) AS w(subject, grp, hash)"
+    " ON CONFLICT DO NOTHING",
+    node.node_id, subjects.str(), groups.str(), hashes.str());
   tx.commit();
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@
 #include <pqxx/connection>
 
 namespace waggle::db::bus {
+
+// A connection for one of the driver's actors (`role` names it in
+// pg_stat_activity): connects within 2 s, notices a dead peer by TCP
+// keepalive and user timeout within about 10 s, and ends any statement
+// after `statement_timeout` (0: none, for the listener that waits), so a
+// hung server costs a reconnect, never a stuck actor.
+std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string& role,
+                                       std::chrono::milliseconds statement_timeout);
 
 // -- publish -------------------------------------------------------------------------
 
@@ -49,6 +58,7 @@ struct fetched {
 
 struct page {
   std::string snapshot;  // the snapshot the page was read up to (pg_snapshot text)
+  std::string read_at;   // the database's clock just after that snapshot was taken
   std::vector<fetched> rows;
   bool more = false;     // the page was cut by a bound: fetch again after its last row
 };
@@ -69,8 +79,20 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
            const std::vector<std::string>& subjects, fetch_bounds bounds,
            const std::string& published_since = {});
 
-// A snapshot taken now (pg_snapshot text): where a new reader starts.
-std::string current_snapshot(pqxx::connection& conn);
+// A snapshot taken now (pg_snapshot text): where a new reader starts; with
+// `taken_at`, also the database's clock just after it was taken.
+std::string current_snapshot(pqxx::connection& conn, std::string* taken_at = nullptr);
+
+// The xmax of a pg_snapshot text (0 if it does not parse).
+uint64_t snapshot_xmax(const std::string& snapshot);
+
+// Which server a connection reached: its start time and the next
+// transaction id it will hand out.
+struct server_id {
+  std::string started;
+  uint64_t next_xid = 0;
+};
+server_id server_identity(pqxx::connection& conn);
 
 // Claims (message, group) pairs for `node`: returns those this node won.
 std::vector<std::pair<int64_t, std::string>> claim(
@@ -88,9 +110,18 @@ struct node_row {
   int protocol_version = 0;
 };
 
-// Registers (or re-registers after a restart) `node`, dropping the
-// subscriptions a previous run of it left behind.
-void register_node(pqxx::connection& conn, const node_row& node);
+struct subscription_row {
+  std::string subject;
+  std::string group;
+  int64_t subject_hash = 0;
+};
+
+// Registers (or re-registers after a restart or an expiry) `node` with
+// exactly `subscriptions`, in one transaction: a request never finds the
+// node's live subscriptions missing in between (a false no_responders), and
+// what a previous run of it left behind is dropped.
+void register_node(pqxx::connection& conn, const node_row& node,
+                   const std::vector<subscription_row>& subscriptions);
 // Heartbeats `node`; false if its row is gone (re-register).
 bool heartbeat(pqxx::connection& conn, const std::string& node_id);
 void unregister_node(pqxx::connection& conn, const std::string& node_id);

@@ -35,6 +35,7 @@ const char* to_string(bus_errc code) {
     case bus_errc::request_timeout: return "request_timeout";
     case bus_errc::unavailable: return "unavailable";
     case bus_errc::bad_group: return "bad_group";
+    case bus_errc::overloaded: return "overloaded";
   }
   return "unknown";
 }

@@ -54,6 +54,7 @@ enum class bus_errc : uint8_t {
   request_timeout = 4,    // no reply before the request's deadline
   unavailable = 5,        // the driver cannot reach its transport (PostgreSQL down)
   bad_group = 6,          // a queue group name that is not a valid name
+  overloaded = 7,         // the driver's queue toward its transport is full
 };
 caf::error make_error(bus_errc code, std::string context = {});
 const char* to_string(bus_errc code);
@@ -315,6 +316,18 @@ typename Inspector::result_type inspect(Inspector& f, bus_peer_frame& x) {
 }
 constexpr int32_t bus_frame_interest = 1;
 constexpr int32_t bus_frame_forward = 2;
+
+// Node -> node: a bus_forward (serialised in `body`), sent with the sending
+// facade as sender and answered by nothing (at most once): a frame that
+// wanted a reply would double the messages between nodes.
+struct bus_peer_forward {
+  std::string node_id;  // the sender; must be the peer known by this handle
+  std::string body;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bus_peer_forward& x) {
+  return f(caf::meta::type_name("bus_peer_forward"), x.node_id, x.body);
+}
 
 // Everything a node subscribes to: parallel lists, an empty group for plain
 // subscriptions. Sent whole on connect and after every change.

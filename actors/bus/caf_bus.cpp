@@ -89,6 +89,11 @@ bus_peer_frame caf_bus_state::interest_frame() const {
 void caf_bus_state::add_peer(const std::string& node_id, caf_bus_actor handle) {
   if (peers.count(node_id) || !handle)
     return;
+  if (peers.size() >= settings.max_peers) {
+    if (env.stats)
+      env.stats->bus.count_dropped("too_many_peers");
+    return;
+  }
   self->monitor(handle);
   peers[node_id].handle = handle;
   if (auto k = known.find(node_id); k != known.end())
@@ -109,7 +114,8 @@ void caf_bus_state::connect(known_peer& k) {
   k.connecting = true;
   auto id = k.info.node_id;
   auto mm = self->home_system().middleman().actor_handle();
-  self->request(mm, caf::infinite, caf::connect_atom::value, k.info.address, k.info.port)
+  self->request(mm, settings.connect_timeout, caf::connect_atom::value, k.info.address,
+                k.info.port)
     .then(
       [this, id](const caf::node_id&, caf::strong_actor_ptr& ptr,
                  const std::set<std::string>& ifs) {
@@ -168,19 +174,20 @@ void caf_bus_state::update_peers(bus_peers& live) {
 }
 
 void caf_bus_state::peer_down(const caf::actor_addr& who) {
-  for (auto p = peers.begin(); p != peers.end(); ++p) {
-    if (p->second.handle.address() != who)
+  for (auto p = peers.begin(); p != peers.end();) {
+    if (p->second.handle.address() != who) {
+      ++p;
       continue;
+    }
     log::warn("bus", "peer lost; reconnecting while the registry lists it", {{"peer", p->first}});
     if (auto k = known.find(p->first); k != known.end()) {
       k->second.backoff = settings.reconnect_min;
       k->second.next_attempt = env.steady_now() + k->second.backoff;
     }
-    peers.erase(p);
-    if (env.stats)
-      env.stats->bus.peers = static_cast<int64_t>(peers.size());
-    return;
+    p = peers.erase(p);
   }
+  if (env.stats)
+    env.stats->bus.peers = static_cast<int64_t>(peers.size());
 }
 
 void caf_bus_state::deliver_here(const bus_message& msg, bool plain,
@@ -206,8 +213,8 @@ void caf_bus_state::route(bus_message msg) {
       requests->answer(msg);
     } else if (auto p = peers.find(owner); p != peers.end()) {
       bus_forward f{msg.subject, msg.payload, msg.reply_to, true, {}};
-      caf::anon_send(p->second.handle,
-                     bus_peer_frame{settings.node_id, bus_frame_forward, encode(self->home_system(), f)});
+      self->send(p->second.handle,
+                 bus_peer_forward{settings.node_id, encode(self->home_system(), f)});
     } else if (env.stats) {
       env.stats->bus.count_dropped("no_route");
     }
@@ -241,9 +248,9 @@ void caf_bus_state::route(bus_message msg) {
       continue;
     bus_forward f{msg.subject, msg.payload, msg.reply_to, plain,
                   g == groups_for.end() ? std::vector<std::string>{} : g->second};
-    // Forwards need no answer (at most once): sent without a sender.
-    caf::anon_send(p.handle, bus_peer_frame{settings.node_id, bus_frame_forward,
-                                            encode(self->home_system(), f)});
+    // Forwards need no answer (at most once); the sender names this node's
+    // handle, which the receiver checks against the node id in the frame.
+    self->send(p.handle, bus_peer_forward{settings.node_id, encode(self->home_system(), f)});
   }
 }
 
@@ -322,6 +329,12 @@ caf::result<bus_message> caf_bus_state::request(bus_request& req) {
       responders = responders || subject == req.subject;
   if (!responders)
     return make_error(bus_errc::no_responders, req.subject);
+  if (requests->size() >= settings.max_requests) {
+    auto err = make_error(bus_errc::overloaded);
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
   auto promise = self->make_response_promise<bus_message>();
   auto inbox = requests->open(promise);
   self->delayed_send(self, std::chrono::milliseconds{req.timeout_ms}, bus_request_expired{inbox});
@@ -335,20 +348,30 @@ bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
   // A peer's frame is input from another process: checked, decoded whole,
   // and dropped (counted) when it is not what it claims to be.
   auto& sys = self->home_system();
-  if (!bus_valid_node_id(frame.node_id) || frame.node_id == settings.node_id) {
+  auto sender = caf::actor_cast<caf_bus_actor>(self->current_sender());
+  if (!bus_valid_node_id(frame.node_id) || frame.node_id == settings.node_id || !sender) {
     if (env.stats)
       env.stats->bus.count_dropped("undecodable");
     return {};
   }
   if (frame.kind == bus_frame_interest) {
     bus_interest i;
-    if (!decode(sys, frame.body, i) || i.subjects.size() != i.groups.size()) {
+    if (!decode(sys, frame.body, i) || i.subjects.size() != i.groups.size() ||
+        i.subjects.size() > settings.max_interest) {
       if (env.stats)
         env.stats->bus.count_dropped("undecodable");
       return {};
     }
+    if (auto p = peers.find(frame.node_id); p != peers.end() && p->second.handle != sender) {
+      // The node restarted (a new facade under the same id) before its old
+      // link was seen to break: the new handle replaces the old, and learns
+      // what this node wants, which it cannot know yet.
+      log::info("bus", "peer came back under a new handle", {{"peer", frame.node_id}});
+      self->demonitor(p->second.handle.address());
+      peers.erase(p);
+    }
     if (!peers.count(frame.node_id))
-      add_peer(frame.node_id, caf::actor_cast<caf_bus_actor>(self->current_sender()));
+      add_peer(frame.node_id, sender);
     if (auto p = peers.find(frame.node_id); p != peers.end()) {
       p->second.wants.clear();
       for (size_t k = 0; k < i.subjects.size(); ++k)
@@ -357,20 +380,36 @@ bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
     }
     return {};
   }
+  // Forwards come as bus_peer_forward; any other kind is not a frame.
+  if (env.stats)
+    env.stats->bus.count_dropped("undecodable");
+  return {};
+}
+
+void caf_bus_state::receive(bus_peer_forward& frame) {
+  auto& sys = self->home_system();
+  auto sender = caf::actor_cast<caf_bus_actor>(self->current_sender());
   bus_forward f;
-  if (frame.kind != bus_frame_forward || !decode(sys, frame.body, f) ||
-      !bus_valid_name(f.subject) || f.payload.size() > bus_max_payload) {
+  if (!sender || !bus_valid_node_id(frame.node_id) || !decode(sys, frame.body, f) ||
+      !bus_valid_name(f.subject) || f.payload.size() > bus_max_payload ||
+      (!f.reply_to.empty() && !bus_valid_name(f.reply_to))) {
     if (env.stats)
       env.stats->bus.count_dropped("undecodable");
-    return {};
+    return;
+  }
+  // A forward counts only from the handle this node knows under that id:
+  // a peer cannot speak for another node it is not.
+  if (auto p = peers.find(frame.node_id); p == peers.end() || p->second.handle != sender) {
+    if (env.stats)
+      env.stats->bus.count_dropped("unknown_peer");
+    return;
   }
   bus_message msg{std::move(f.subject), std::move(f.payload), std::move(f.reply_to)};
   if (inbox_node(msg.subject) == settings.node_id) {
     requests->answer(msg);
-    return {};
+    return;
   }
   deliver_here(msg, f.plain, f.groups);
-  return {};
 }
 
 namespace {
@@ -388,6 +427,7 @@ caf_bus_actor::behavior_type caf_bus_impl(caf_bus_state::ptr self, caf_bus_setti
     [self](bus_unsubscribe u) { self->state.unsubscribe(u.id); },
     [self](bus_request& req) { return self->state.request(req); },
     [self](bus_peer_frame& frame) { return self->state.receive(frame); },
+    [self](bus_peer_forward& frame) { self->state.receive(frame); },
     [self](bus_peers& live) { self->state.update_peers(live); },
     [self](bus_request_expired& e) { self->state.requests->expire(e.inbox); },
   };

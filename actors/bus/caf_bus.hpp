@@ -53,6 +53,7 @@ struct caf_bus_state {
   void unsubscribe(uint64_t id);
   caf::result<bus_message> request(bus_request& req);
   bus_ack receive(bus_peer_frame& frame);
+  void receive(bus_peer_forward& frame);
   void update_peers(bus_peers& live);
   void peer_down(const caf::actor_addr& who);
   void subscriber_down(const caf::actor_addr& who);

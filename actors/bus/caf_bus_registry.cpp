@@ -8,13 +8,14 @@ namespace waggle {
 void caf_bus_registry_state::refresh() {
   try {
     if (!conn) {
-      conn = std::make_unique<pqxx::connection>(settings.database_url);
+      conn = db::bus::open(settings.database_url, "registry", std::chrono::seconds{10});
       registered = false;
     }
     auto now = env.steady_now();
     if (!registered) {
       db::bus::register_node(*conn, db::bus::node_row{settings.node_id, settings.address,
-                                                      settings.port, settings.protocol_version});
+                                                      settings.port, settings.protocol_version},
+                             {});
       registered = true;
       last_heartbeat = now;
     } else if (now - last_heartbeat >= settings.heartbeat) {

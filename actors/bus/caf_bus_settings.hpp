@@ -23,6 +23,11 @@ struct caf_bus_settings {
   std::chrono::milliseconds reconnect_max{5000};
   // How long a subscribe waits for peers to confirm the new interest.
   std::chrono::milliseconds interest_timeout{2000};
+  std::chrono::milliseconds connect_timeout{5000};
+  // Bounds on what peers can make this node hold.
+  size_t max_peers = 256;
+  size_t max_interest = 65536;  // (subject, group) pairs one peer may want
+  size_t max_requests = 65536;  // open requests of this node
 };
 
 // Loads the middleman and names the bus protocol in the BASP handshake

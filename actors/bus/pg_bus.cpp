@@ -84,6 +84,12 @@ caf::result<bus_ack> pg_bus_state::publish(bus_publish& msg) {
       env.stats->bus.count_refused(err);
     return err;
   }
+  if (waiting.size() >= settings.max_waiting) {
+    auto err = make_error(bus_errc::overloaded);
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
   auto promise = self->make_response_promise<bus_ack>();
   enqueue(queued{bus_outgoing{std::move(msg.subject), std::move(msg.payload),
                               std::move(msg.reply_to), false},
@@ -125,11 +131,20 @@ void pg_bus_state::unsubscribe(uint64_t id) {
 }
 
 void pg_bus_state::close_inbox(const std::string& inbox) {
-  caf::anon_send(fetcher, bus_watch{inbox, "", true, false});
+  // Only a watch the fetcher confirmed is ended: a request that expires
+  // before its watch is confirmed is closed when the confirmation comes.
+  if (watched_inboxes.erase(inbox) > 0)
+    caf::anon_send(fetcher, bus_watch{inbox, "", true, false});
 }
 
 caf::result<bus_message> pg_bus_state::request(bus_request& req) {
   if (auto err = bus_validate(req)) {
+    if (env.stats)
+      env.stats->bus.count_refused(err);
+    return err;
+  }
+  if (waiting.size() >= settings.max_waiting) {
+    auto err = make_error(bus_errc::overloaded);
     if (env.stats)
       env.stats->bus.count_refused(err);
     return err;
@@ -141,6 +156,7 @@ caf::result<bus_message> pg_bus_state::request(bus_request& req) {
   self->request(fetcher, caf::infinite, bus_watch{inbox, "", true, true})
     .then(
       [this, inbox, req](bus_ack) {
+        watched_inboxes.insert(inbox);
         if (!requests->is_open(inbox)) {
           close_inbox(inbox);
           return;

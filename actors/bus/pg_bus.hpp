@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct pg_bus_state {
   node_env env;
   bus_table table;
   std::optional<bus_requests> requests;
+  // Request inboxes whose watch the fetcher confirmed (and not yet ended).
+  std::set<std::string> watched_inboxes;
   bus_publisher_actor publisher;
   bus_fetcher_actor fetcher;
   std::deque<queued> waiting;

@@ -14,11 +14,15 @@ void bus_doorbell_state::mark(const std::vector<int32_t>& shards) {
 void bus_doorbell_state::ring_due() {
   auto now = env.steady_now();
   std::vector<std::string> channels;
+  std::vector<int32_t> ringing;
   steady_time next_due = steady_time::max();
-  for (auto i = dirty.begin(); i != dirty.end();) {
+  if (now < retry_at)
+    next_due = retry_at;
+  for (auto i = dirty.begin(); now >= retry_at && i != dirty.end();) {
     auto due = last_rung[*i] + settings.doorbell_window;
     if (now >= due) {
       channels.push_back(db::bus::shard_channel(*i));
+      ringing.push_back(*i);
       last_rung[*i] = now;
       i = dirty.erase(i);
     } else {
@@ -29,13 +33,21 @@ void bus_doorbell_state::ring_due() {
   if (!channels.empty()) {
     try {
       if (!conn)
-        conn = std::make_unique<pqxx::connection>(settings.database_url);
+        conn = db::bus::open(settings.database_url, "doorbell", settings.statement_timeout);
       db::bus::ring(*conn, channels);
+      backoff = std::chrono::milliseconds{0};
       if (env.stats)
         env.stats->bus.notifies += channels.size();
     } catch (const std::exception& e) {
-      // A lost ring costs latency, not messages: the fetchers poll.
+      // A lost ring costs latency, not messages (the fetchers poll), but the
+      // shards stay dirty: their trailing edge still comes, once the
+      // database answers again.
       conn.reset();
+      dirty.insert(ringing.begin(), ringing.end());
+      backoff = std::min(std::max(backoff * 2, std::chrono::milliseconds{50}),
+                         settings.reconnect_max);
+      retry_at = now + backoff;
+      next_due = retry_at;
       if (env.stats)
         env.stats->bus.count_dropped("notify_failed", channels.size());
       log::warn("bus", "doorbell could not ring", {{"error", e.what()}});

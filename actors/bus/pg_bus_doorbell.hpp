@@ -30,6 +30,10 @@ struct bus_doorbell_state {
   std::array<steady_time, bus_shard_count> last_rung{};
   std::set<int32_t> dirty;
   bool trailing_scheduled = false;
+  // After a failed ring the shards stay dirty and ring again once this
+  // passes (backing off while the database is down).
+  steady_time retry_at{};
+  std::chrono::milliseconds backoff{0};
 
   void mark(const std::vector<int32_t>& shards);
   void ring_due();

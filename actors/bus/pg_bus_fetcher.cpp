@@ -12,24 +12,29 @@ bool bus_fetcher_state::connect() {
   if (conn && conn->is_open())
     return true;
   try {
-    conn = std::make_unique<pqxx::connection>(settings.database_url);
-    std::string started;
-    {
-      pqxx::nontransaction tx(*conn);
-      started = tx.exec("SELECT pg_postmaster_start_time()::text")[0][0].c_str();
+    conn = db::bus::open(settings.database_url, "fetcher", settings.statement_timeout);
+    auto server = db::bus::server_identity(*conn);
+    if (!server_started.empty() && server.started != server_started) {
+      // A restart or a failover (a promoted standby keeps its own start
+      // time, but it is another server): what was committed asynchronously
+      // just before may be gone, so every subscriber hears it may have lost
+      // messages. And if the transaction ids went back below a snapshot we
+      // read (the crash lost their WAL, or the standby was behind), they are
+      // handed out again and their new rows would look old: such a shard is
+      // read once by publish time instead, from just after the snapshot it
+      // had read up to, so that nothing read is read again.
+      log::warn("bus", "the database server changed: subscribers are told they may have lagged");
+      for (auto& [id, s] : shards) {
+        s.lag_pending = true;
+        const auto& mark = s.upto.empty() ? s.since : s.upto;
+        if (db::bus::snapshot_xmax(mark) > server.next_xid) {
+          s.restarted_at = s.read_to_at.empty() ? server.started : s.read_to_at;
+          s.upto.clear();
+          s.after.reset();
+        }
+      }
     }
-    if (!server_started.empty() && started != server_started) {
-      // After a crash (or a failover) the transaction ids whose WAL was lost
-      // are handed out again, below what our snapshots saw: a snapshot from
-      // before the restart would take their new rows for old ones. So every
-      // shard is read from the server's start instead (nothing published
-      // since was read yet), and its subscribers are told they may have lost
-      // what the crash took.
-      log::warn("bus", "the database server restarted: shards are read from its start time");
-      for (auto& [id, s] : shards)
-        s.restarted_at = started;
-    }
-    server_started = started;
+    server_started = server.started;
     registry_dirty = true;
     sync_registry();
     return true;
@@ -48,11 +53,14 @@ void bus_fetcher_state::lose_connection(const std::exception& e) {
 void bus_fetcher_state::sync_registry() {
   if (!registry_dirty)
     return;
-  db::bus::register_node(*conn, db::bus::node_row{settings.node_id, settings.address,
-                                                  settings.port, db::bus::protocol_version});
+  std::vector<db::bus::subscription_row> subscriptions;
   for (const auto& [key, n] : registered)
-    db::bus::set_subscribed(*conn, settings.node_id, key.first, key.second,
-                            static_cast<int64_t>(bus_subject_hash(key.first)), true);
+    subscriptions.push_back(db::bus::subscription_row{
+      key.first, key.second, static_cast<int64_t>(bus_subject_hash(key.first))});
+  db::bus::register_node(*conn,
+                         db::bus::node_row{settings.node_id, settings.address, settings.port,
+                                           db::bus::protocol_version},
+                         subscriptions);
   registry_dirty = false;
 }
 
@@ -70,16 +78,22 @@ caf::result<bus_ack> bus_fetcher_state::watch(bus_watch& w) {
     auto it = shards.find(id);
     if (it == shards.end())
       return bus_ack{};
-    auto& wt = it->second.subjects[w.subject];
+    auto sub = it->second.subjects.find(w.subject);
+    if (sub == it->second.subjects.end())
+      return bus_ack{};  // an end without its start: nothing to undo
+    auto& wt = sub->second;
     if (w.inbox) {
-      --wt.inboxes;
+      if (wt.inboxes > 0)
+        --wt.inboxes;
     } else {
-      if (w.group.empty())
-        --wt.plain;
-      else if (--wt.groups[w.group] <= 0)
-        wt.groups.erase(w.group);
-      if (--registered[key] <= 0) {
-        registered.erase(key);
+      if (w.group.empty()) {
+        if (wt.plain > 0)
+          --wt.plain;
+      } else if (auto g = wt.groups.find(w.group); g != wt.groups.end() && --g->second <= 0) {
+        wt.groups.erase(g);
+      }
+      if (auto r = registered.find(key); r != registered.end() && --r->second <= 0) {
+        registered.erase(r);
         try {
           if (!conn)
             throw std::runtime_error("not connected");
@@ -92,7 +106,7 @@ caf::result<bus_ack> bus_fetcher_state::watch(bus_watch& w) {
       }
     }
     if (wt.empty())
-      it->second.subjects.erase(w.subject);
+      it->second.subjects.erase(sub);
     if (it->second.subjects.empty()) {
       shards.erase(it);
       tell_listener();
@@ -106,7 +120,7 @@ caf::result<bus_ack> bus_fetcher_state::watch(bus_watch& w) {
     const bool fresh = it == shards.end();
     if (fresh) {
       shard s;
-      s.since = db::bus::current_snapshot(*conn);
+      s.since = db::bus::current_snapshot(*conn, &s.read_to_at);
       s.drained = env.steady_now();
       it = shards.emplace(id, std::move(s)).first;
     } else {
@@ -143,12 +157,12 @@ void bus_fetcher_state::drain(int32_t id, shard& s) {
   std::vector<std::string> subjects;
   for (const auto& [subject, w] : s.subjects)
     subjects.push_back(subject);
-  std::string upto;
-  std::optional<std::pair<std::string, int64_t>> after;
   const auto previous = s.drained;
   for (;;) {
-    auto page = db::bus::fetch(*conn, id, s.since, upto, after, subjects, settings.fetch,
+    auto page = db::bus::fetch(*conn, id, s.since, s.upto, s.after, subjects, settings.fetch,
                                s.restarted_at);
+    if (s.upto.empty())
+      s.read_to_at = page.read_at;
     if (env.stats)
       ++env.stats->bus.fetch_pages;
     bus_fetched out;
@@ -172,19 +186,24 @@ void bus_fetcher_state::drain(int32_t id, shard& s) {
       for (auto& [message, group] : db::bus::claim(*conn, settings.node_id, wanted))
         out.groups[index[message]].push_back(std::move(group));
     }
+    // The page is handed over and the resume point moved past it in one
+    // step: a failure after this reads on from here, never this page again.
     if (!out.messages.empty())
       self->send(facade, std::move(out));
     if (!page.more) {
       s.since = std::move(page.snapshot);
+      s.upto.clear();
+      s.after.reset();
       break;
     }
-    upto = page.snapshot;
-    after = std::make_pair(page.rows.back().xid, page.rows.back().id);
+    s.upto = page.snapshot;
+    s.after = std::make_pair(page.rows.back().xid, page.rows.back().id);
   }
   auto now = env.steady_now();
   // Unread for longer than the retention (garbage collection may have taken
-  // messages this node never read), or read across a server restart.
-  const bool restarted = !s.restarted_at.empty();
+  // messages this node never read), or read across a server change.
+  const bool restarted = s.lag_pending;
+  s.lag_pending = false;
   s.restarted_at.clear();
   if (restarted || now - previous > settings.retention) {
     bus_fetched lag;

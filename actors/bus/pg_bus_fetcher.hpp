@@ -40,9 +40,18 @@ struct bus_fetcher_state {
     std::string since;  // the snapshot read up to (pg_snapshot text)
     std::map<std::string, watchers> subjects;
     steady_time drained{};
-    // Set when the server restarted since `since` was taken: the next read
-    // takes what was published after this server start time instead.
+    // A drain that failed midway resumes here: the pages before were
+    // handed over already, and must not be read again.
+    std::string upto;
+    std::optional<std::pair<std::string, int64_t>> after;
+    // The database's clock just after the snapshot this shard was last
+    // read (or is being paged) up to: nothing published since was read.
+    std::string read_to_at;
+    // Set when the server's transaction ids went back below `since` (a
+    // crash or failover lost WAL): the next read takes what was published
+    // at or after this time instead of trusting the snapshot.
     std::string restarted_at;
+    bool lag_pending = false;  // the server changed: tell the subscribers
   };
 
   ptr self = nullptr;

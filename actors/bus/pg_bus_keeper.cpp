@@ -7,7 +7,7 @@ namespace waggle {
 void bus_keeper_state::keep() {
   try {
     if (!conn)
-      conn = std::make_unique<pqxx::connection>(settings.database_url);
+      conn = db::bus::open(settings.database_url, "keeper", settings.statement_timeout);
     auto now = env.steady_now();
     if (now - last_heartbeat >= settings.heartbeat) {
       if (!db::bus::heartbeat(*conn, settings.node_id))

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/support/log.hpp"
+#include "db/replica_pool.hpp"
 
 namespace waggle {
 
@@ -93,8 +94,9 @@ bus_listener_actor::behavior_type bus_listener_impl(bus_listener_state::ptr self
   st.settings = std::move(settings);
   st.fetcher = std::move(fetcher);
   st.env = std::move(env);
-  st.listen = std::make_unique<db::listen_connection>(st.settings.database_url,
-                                                      std::vector<std::string>{});
+  st.listen = std::make_unique<db::listen_connection>(
+    db::replica_conninfo(st.settings.database_url, "bus-listener", std::chrono::seconds{10}),
+    std::vector<std::string>{});
   self->send(self, bus_tick{});
   return {
     [self](bus_shards& s) { self->state.want(s.shards); },

@@ -17,7 +17,7 @@ bus_batch_stored bus_publisher_state::store(bus_store_batch& batch) {
   bus_batch_stored out;
   try {
     if (!conn)
-      conn = std::make_unique<pqxx::connection>(settings.database_url);
+      conn = db::bus::open(settings.database_url, "publisher", settings.statement_timeout);
     auto stored = db::bus::publish(*conn, rows, settings.node_ttl);
     std::set<int32_t> dirty;
     for (size_t i = 0; i < stored.size(); ++i) {

@@ -24,6 +24,10 @@ struct pg_bus_settings {
   std::chrono::milliseconds listen_wait{50};     // one listener step's longest block
   std::chrono::milliseconds maintenance{5000};   // garbage collection and node expiry
   std::chrono::milliseconds reconnect_max{5000};
+  // Any statement of the driver's connections (a hung server costs a reconnect).
+  std::chrono::milliseconds statement_timeout{10000};
+  // Publishes waiting for the publisher beyond this are refused (overloaded).
+  size_t max_waiting = 65536;
   int gc_batch = 10000;
   db::bus::fetch_bounds fetch;
   size_t max_batch = 256;                  // messages in one publish transaction

@@ -96,11 +96,8 @@ class caf_harness : public bus_harness {
       if (tweak)
         tweak(i, settings);
       versions.push_back(settings.protocol_version);
-      auto& n = nodes_.emplace_back(std::make_unique<node>(settings.protocol_version));
-      auto bus = spawn_caf_bus(n->sys, settings, test_env("bus", n->stats));
-      if (!bus)
-        throw std::runtime_error(n->sys.render(bus.error()));
-      n->bus = *bus;
+      settings_.push_back(settings);
+      nodes_.push_back(start(settings));
     }
     // Every node of the common version sees every other one.
     auto common = versions.empty() ? 1 : versions[0];
@@ -133,6 +130,10 @@ class caf_harness : public bus_harness {
     caf::anon_send_exit(nodes_.at(i)->bus, caf::exit_reason::kill);
     nodes_.at(i).reset();
   }
+  void restart(size_t i) override {
+    kill(i);
+    nodes_.at(i) = start(settings_.at(i));
+  }
 
  private:
   struct node {
@@ -145,7 +146,17 @@ class caf_harness : public bus_harness {
     caf::actor_system sys{cfg};
     caf_bus_actor bus;
   };
+  std::unique_ptr<node> start(const caf_bus_settings& settings) {
+    auto n = std::make_unique<node>(settings.protocol_version);
+    auto bus = spawn_caf_bus(n->sys, settings, test_env("bus", n->stats));
+    if (!bus)
+      throw std::runtime_error(n->sys.render(bus.error()));
+    n->bus = *bus;
+    return n;
+  }
+
   pgtest::scratch_database db_;
+  std::vector<caf_bus_settings> settings_;
   std::vector<std::unique_ptr<node>> nodes_;
 };
 

@@ -37,6 +37,8 @@ class bus_harness {
   virtual std::shared_ptr<metrics> stats(size_t node) = 0;
   // Ends a node as a crash would, as far as its peers can tell (the CAF driver).
   virtual void kill(size_t) {}
+  // Kills a node and starts it again under the same node id (the CAF driver).
+  virtual void restart(size_t) {}
 };
 
 std::unique_ptr<bus_harness> make_bus_harness(const std::string& driver);

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include <caf/binary_serializer.hpp>
 #include <caf/io/middleman.hpp>
 #include <pqxx/pqxx>
 
@@ -83,6 +84,23 @@ TEST_F(caf_bus, AKilledNodesPeersKeepServingAndForgetItAfterExpiry) {
   EXPECT_EQ(one->next()->payload, "later");
 }
 
+TEST_F(caf_bus, ANodeRestartedUnderItsIdHearsAndIsHeardAgain) {
+  h = make_caf_bus_harness(2);
+  auto zero = subscribe(0, "before");
+  h->restart(1);
+  // The new node 1 knows nothing of node 0's interest until node 0 tells
+  // it, and node 0 must take the new facade for the old one.
+  auto one = subscribe(1, "after");
+  EXPECT_TRUE(eventually([&] {
+    (void) bus_publish_to(h->system(1), h->bus(1), bus_publish{"before", "ping", ""});
+    return zero->next(100ms).has_value();
+  })) << "node 0 never heard the restarted node";
+  EXPECT_TRUE(eventually([&] {
+    (void) bus_publish_to(h->system(0), h->bus(0), bus_publish{"after", "pong", ""});
+    return one->next(100ms).has_value();
+  })) << "the restarted node never heard node 0";
+}
+
 TEST_F(caf_bus, ANodeOfAnotherProtocolVersionIsRefused) {
   h = make_caf_bus_harness(3, [](size_t node, caf_bus_settings& s) {
     if (node == 2)
@@ -117,8 +135,17 @@ TEST_F(caf_bus, AMalformedFrameFromAPeerIsCountedAndDropped) {
   self->send(*remote, bus_peer_frame{"caf-node-1", bus_frame_interest, garbage});
   self->send(*remote, bus_peer_frame{"caf-node-1", 99, ""});
   self->send(*remote, bus_peer_frame{"not a node id!", bus_frame_forward, ""});
-  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("undecodable") == 4; }))
+  self->send(*remote, bus_peer_forward{"caf-node-1", garbage});
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("undecodable") == 5; }))
     << "dropped: " << h->stats(0)->bus.dropped("undecodable");
+  // A well-formed forward that claims to be node 1 but does not come from
+  // node 1's bus is not delivered: a peer cannot speak for another node.
+  std::vector<char> buf;
+  caf::binary_serializer sink{h->system(1), buf};
+  bus_forward spoof{"robust", "spoofed", "", true, {}};
+  ASSERT_FALSE(sink(spoof));
+  self->send(*remote, bus_peer_forward{"caf-node-1", std::string(buf.begin(), buf.end())});
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("unknown_peer") == 1; }));
   ASSERT_TRUE(bus_publish_to(h->system(1), h->bus(1), bus_publish{"robust", "fine", ""}));
   EXPECT_EQ(zero->next()->payload, "fine") << "the node stopped serving";
 }

@@ -190,6 +190,27 @@ TEST_F(pg_bus, AfterChurnTheListenedChannelsAreTheShardsWithSubscribers) {
     << "pg_listening_channels() of the listener does not match the subscribed shards";
 }
 
+// A request that expires before the fetcher confirmed its inbox is read
+// must end that read exactly once, when the confirmation comes: ended twice,
+// the inbox's count went below zero and its shard stayed read and listened
+// to for good.
+TEST_F(pg_bus, RequestsThatExpireBeforeTheirInboxIsReadLeaveNoShardBehind) {
+  start();
+  auto& sys = h->system(0);
+  auto bus = h->bus(0);
+  for (int i = 0; i < 300; ++i)
+    (void) bus_request_of(sys, bus, bus_request{"nobody.home", "x", static_cast<uint32_t>(i % 3)});
+  std::vector<int32_t> seen{-1};
+  caf::scoped_actor self{sys};
+  for (int i = 0; i < 100 && !seen.empty(); ++i) {
+    self->request(caf::actor_cast<pg_bus_actor>(bus), caf::infinite, bus_listening{})
+      .receive([&](bus_shards& s) { seen = s.shards; }, [&](caf::error&) {});
+    if (!seen.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+  EXPECT_TRUE(seen.empty()) << "shards still read after every request ended: " << seen.size();
+}
+
 // Subject and group text are compared exactly: rows and registrations made
 // to collide on hash and shard with another subject never cross over.
 TEST_F(pg_bus, ForcedHashCollisionsDeliverNothingAcrossSubjectsOrGroups) {
@@ -198,6 +219,14 @@ TEST_F(pg_bus, ForcedHashCollisionsDeliverNothingAcrossSubjectsOrGroups) {
   auto member = subscribe(1, "real", "workers");
   {
     pqxx::connection c(h->database_url());
+    // Node 0 registers itself when its fetcher first connects, and a
+    // registration replaces the node's subscriptions: wait for it first.
+    for (int i = 0; i < 200; ++i) {
+      pqxx::nontransaction q(c);
+      if (q.exec("SELECT 1 FROM bus_nodes WHERE node_id = 'test-node-0'").size() == 1)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
     pqxx::work tx(c);
     insert_row(tx, "impostor", "crossed", std::string{"real"});  // real's hash and shard
     // A responder registered under real's hash for another subject.
