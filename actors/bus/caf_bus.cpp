@@ -6,6 +6,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/bus/bus_check.hpp"
 #include "actors/bus/caf_bus_registry.hpp"
 #include "actors/support/log.hpp"
 
@@ -255,11 +256,8 @@ void caf_bus_state::route(bus_message msg) {
 }
 
 caf::result<bus_ack> caf_bus_state::publish(bus_publish& msg) {
-  if (auto err = bus_validate(msg)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, msg))
     return err;
-  }
   if (env.stats)
     ++env.stats->bus.published;
   route(bus_message{std::move(msg.subject), std::move(msg.payload), std::move(msg.reply_to)});
@@ -267,11 +265,8 @@ caf::result<bus_ack> caf_bus_state::publish(bus_publish& msg) {
 }
 
 caf::result<bus_subscription> caf_bus_state::subscribe(bus_subscribe& sub) {
-  if (auto err = bus_validate(sub)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, sub))
     return err;
-  }
   const bool is_new = !interest().count({sub.subject, sub.group});
   if (!table.holds(sub.subscriber.address()))
     self->monitor(sub.subscriber);
@@ -318,23 +313,16 @@ void caf_bus_state::subscriber_down(const caf::actor_addr& who) {
 }
 
 caf::result<bus_message> caf_bus_state::request(bus_request& req) {
-  if (auto err = bus_validate(req)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, req))
     return err;
-  }
   bool responders = table.wants(req.subject);
   for (const auto& [id, p] : peers)
     for (const auto& [subject, group] : p.wants)
       responders = responders || subject == req.subject;
   if (!responders)
     return make_error(bus_errc::no_responders, req.subject);
-  if (requests->size() >= settings.max_requests) {
-    auto err = make_error(bus_errc::overloaded);
-    if (env.stats)
-      env.stats->bus.count_refused(err);
-    return err;
-  }
+  if (requests->size() >= settings.max_requests)
+    return bus_refuse(env, make_error(bus_errc::overloaded));
   auto promise = self->make_response_promise<bus_message>();
   auto inbox = requests->open(promise);
   self->delayed_send(self, std::chrono::milliseconds{req.timeout_ms}, bus_request_expired{inbox});

@@ -1,5 +1,7 @@
 #include "actors/bus/inproc_bus.hpp"
 
+#include "actors/bus/bus_check.hpp"
+
 #include <chrono>
 
 namespace waggle {
@@ -15,11 +17,8 @@ void inproc_bus_state::deliver(bus_message msg) {
 }
 
 caf::result<bus_ack> inproc_bus_state::publish(bus_publish& msg) {
-  if (auto err = bus_validate(msg)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, msg))
     return err;
-  }
   if (env.stats)
     ++env.stats->bus.published;
   deliver(bus_message{std::move(msg.subject), std::move(msg.payload), std::move(msg.reply_to)});
@@ -27,7 +26,7 @@ caf::result<bus_ack> inproc_bus_state::publish(bus_publish& msg) {
 }
 
 caf::result<bus_subscription> inproc_bus_state::subscribe(bus_subscribe& sub) {
-  if (auto err = bus_validate(sub))
+  if (auto err = bus_check(env, sub))
     return err;
   if (!table.holds(sub.subscriber.address()))
     self->monitor(sub.subscriber);
@@ -42,7 +41,7 @@ void inproc_bus_state::unsubscribe(uint64_t id) {
 }
 
 caf::result<bus_message> inproc_bus_state::request(bus_request& req) {
-  if (auto err = bus_validate(req))
+  if (auto err = bus_check(env, req))
     return err;
   if (!table.wants(req.subject))
     return make_error(bus_errc::no_responders, req.subject);

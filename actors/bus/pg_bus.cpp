@@ -1,5 +1,6 @@
 #include "actors/bus/pg_bus.hpp"
 
+#include "actors/bus/bus_check.hpp"
 #include "actors/bus/pg_bus_doorbell.hpp"
 #include "actors/bus/pg_bus_fetcher.hpp"
 #include "actors/bus/pg_bus_keeper.hpp"
@@ -79,17 +80,10 @@ void pg_bus_state::stored(bus_batch_stored& result) {
 }
 
 caf::result<bus_ack> pg_bus_state::publish(bus_publish& msg) {
-  if (auto err = bus_validate(msg)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, msg))
     return err;
-  }
-  if (waiting.size() >= settings.max_waiting) {
-    auto err = make_error(bus_errc::overloaded);
-    if (env.stats)
-      env.stats->bus.count_refused(err);
-    return err;
-  }
+  if (waiting.size() >= settings.max_waiting)
+    return bus_refuse(env, make_error(bus_errc::overloaded));
   auto promise = self->make_response_promise<bus_ack>();
   enqueue(queued{bus_outgoing{std::move(msg.subject), std::move(msg.payload),
                               std::move(msg.reply_to), false},
@@ -98,11 +92,8 @@ caf::result<bus_ack> pg_bus_state::publish(bus_publish& msg) {
 }
 
 caf::result<bus_subscription> pg_bus_state::subscribe(bus_subscribe& sub) {
-  if (auto err = bus_validate(sub)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, sub))
     return err;
-  }
   auto promise = self->make_response_promise<bus_subscription>();
   self->request(fetcher, caf::infinite, bus_watch{sub.subject, sub.group, false, true})
     .then(
@@ -138,17 +129,10 @@ void pg_bus_state::close_inbox(const std::string& inbox) {
 }
 
 caf::result<bus_message> pg_bus_state::request(bus_request& req) {
-  if (auto err = bus_validate(req)) {
-    if (env.stats)
-      env.stats->bus.count_refused(err);
+  if (auto err = bus_check(env, req))
     return err;
-  }
-  if (waiting.size() >= settings.max_waiting) {
-    auto err = make_error(bus_errc::overloaded);
-    if (env.stats)
-      env.stats->bus.count_refused(err);
-    return err;
-  }
+  if (waiting.size() >= settings.max_waiting)
+    return bus_refuse(env, make_error(bus_errc::overloaded));
   auto promise = self->make_response_promise<bus_message>();
   auto inbox = requests->open(promise);
   self->delayed_send(self, std::chrono::milliseconds{req.timeout_ms}, bus_request_expired{inbox});
