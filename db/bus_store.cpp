@@ -1,5 +1,7 @@
 #include "db/bus_store.hpp"
 
+#include <algorithm>
+#include <stdexcept>
 #include <string_view>
 
 #include <pqxx/binarystring>
@@ -14,6 +16,17 @@
 namespace waggle::db::bus {
 
 namespace {
+
+std::string hex(const std::string& bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
 
 std::string text_array(const std::vector<std::string>& values) {
   sql::array_literal a;
@@ -37,31 +50,62 @@ std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string
 
 std::vector<published> publish(pqxx::connection& conn, const std::vector<outgoing>& batch,
                                std::chrono::seconds node_ttl) {
-  std::vector<published> out;
-  out.reserve(batch.size());
+  std::vector<published> out(batch.size());
+  // Plain messages go in one statement (one round trip for the whole batch:
+  // a statement per message made the round trips the driver's bottleneck);
+  // requests, stored only if someone listens, one by one.
+  sql::array_literal shards, hashes, subjects, replies, payloads;
+  std::vector<size_t> plain;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& m = batch[i];
+    if (m.needs_responders)
+      continue;
+    plain.push_back(i);
+    shards.integer(m.shard);
+    hashes.integer(m.subject_hash);
+    subjects.text(m.subject);
+    replies.text(m.reply_to);
+    payloads.bytea_hex(hex(m.payload));
+  }
   pqxx::work tx(conn);
   // Durable enough for at-most-once, without waiting for the WAL flush.
   tx.exec("SET LOCAL synchronous_commit = off");
-  for (const auto& m : batch) {
+  if (!plain.empty()) {
+    // Ids come from the sequence in the order the rows are inserted, which
+    // ORDER BY n makes the batch's order: sorted, they map back to it.
+    auto r = tx.exec_params(
+      "INSERT INTO bus_messages (shard, subject_hash, subject, reply_to, payload)"
+      " SELECT shard, hash, subject, reply_to, payload"
+      "   FROM unnest($1::smallint[], $2::bigint[], $3::text[], $4::text[], $5::bytea[])"
+      "        WITH ORDINALITY AS m(shard, hash, subject, reply_to, payload, n)"
+      "  ORDER BY n RETURNING id",
+      shards.str(), hashes.str(), subjects.str(), replies.str(), payloads.str());
+    std::vector<int64_t> ids;
+    ids.reserve(r.size());
+    for (const auto& row : r)
+      ids.push_back(row[0].as<int64_t>());
+    if (ids.size() != plain.size())
+      throw std::runtime_error("bus publish stored " + std::to_string(ids.size()) + " of " +
+                               std::to_string(plain.size()) + " messages");
+    std::sort(ids.begin(), ids.end());
+    for (size_t k = 0; k < plain.size(); ++k)
+      out[plain[k]].id = ids[k];
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& m = batch[i];
+    if (!m.needs_responders)
+      continue;
     pqxx::binarystring payload(m.payload.data(), m.payload.size());
-    pqxx::result r;
-    if (!m.needs_responders) {
-      r = tx.exec_params(
-        "INSERT INTO bus_messages (shard, subject_hash, subject, reply_to, payload)"
-        " VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        m.shard, m.subject_hash, m.subject, m.reply_to, payload);
-    } else {
-      r = tx.exec_params(
-        "INSERT INTO bus_messages (shard, subject_hash, subject, reply_to, payload)"
-        " SELECT $1::smallint, $2::bigint, $3::text, $4::text, $5::bytea WHERE EXISTS ("
-        "   SELECT 1 FROM bus_subscriptions s JOIN bus_nodes n USING (node_id)"
-        "    WHERE s.subject_hash = $2 AND s.subject = $3"
-        "      AND n.heartbeat_at > now() - make_interval(secs => $6))"
-        " RETURNING id",
-        m.shard, m.subject_hash, m.subject, m.reply_to, payload,
-        static_cast<int64_t>(node_ttl.count()));
-    }
-    out.push_back(published{r.empty() ? 0 : r[0][0].as<int64_t>()});
+    auto r = tx.exec_params(
+      "INSERT INTO bus_messages (shard, subject_hash, subject, reply_to, payload)"
+      " SELECT $1::smallint, $2::bigint, $3::text, $4::text, $5::bytea WHERE EXISTS ("
+      "   SELECT 1 FROM bus_subscriptions s JOIN bus_nodes n USING (node_id)"
+      "    WHERE s.subject_hash = $2 AND s.subject = $3"
+      "      AND n.heartbeat_at > now() - make_interval(secs => $6))"
+      " RETURNING id",
+      m.shard, m.subject_hash, m.subject, m.reply_to, payload,
+      static_cast<int64_t>(node_ttl.count()));
+    out[i].id = r.empty() ? 0 : r[0][0].as<int64_t>();
   }
   tx.commit();
   return out;

@@ -65,6 +65,13 @@ bus_doorbell_actor::behavior_type bus_doorbell_impl(bus_doorbell_state::ptr self
   self->state.self = self;
   self->state.settings = std::move(settings);
   self->state.env = std::move(env);
+  // Connected now (see the publisher): a ring must not need a free slot.
+  try {
+    self->state.conn = db::bus::open(self->state.settings.database_url, "doorbell",
+                                     self->state.settings.statement_timeout);
+  } catch (const std::exception& e) {
+    log::warn("bus", "doorbell cannot connect yet", {{"error", e.what()}});
+  }
   return {
     [self](bus_shards& s) { self->state.mark(s.shards); },
     [self](bus_tick) {

@@ -45,6 +45,14 @@ bus_publisher_actor::behavior_type bus_publisher_impl(bus_publisher_state::ptr s
   self->state.settings = std::move(settings);
   self->state.doorbell = std::move(doorbell);
   self->state.env = std::move(env);
+  // Connected now, not at the first publish: a node started while the
+  // server's connection slots were free keeps its connection when they fill.
+  try {
+    self->state.conn = db::bus::open(self->state.settings.database_url, "publisher",
+                                     self->state.settings.statement_timeout);
+  } catch (const std::exception& e) {
+    log::warn("bus", "publisher cannot connect yet", {{"error", e.what()}});
+  }
   return {
     [self](bus_store_batch& batch) { return self->state.store(batch); },
   };
