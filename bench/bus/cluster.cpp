@@ -1,8 +1,8 @@
 #include "bench/bus/cluster.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
@@ -70,8 +70,9 @@ void publish_one(caf::stateful_actor<publisher_state>* self, const std::string& 
                  uint64_t seq, int64_t t_ns, bool flood) {
   auto c = self->state.counters;
   ++c->sent;
-  self->request(self->state.bus, caf::infinite,
-                bus_publish{subject, make_payload(seq, t_ns, self->state.payload), ""})
+  self
+    ->request(self->state.bus, caf::infinite,
+              bus_publish{subject, make_payload(seq, t_ns, self->state.payload), ""})
     .then(
       [self, c, flood](bus_ack&) {
         ++c->acked;
@@ -177,8 +178,7 @@ std::unique_ptr<bus_node> cluster::start(const std::string& driver, const std::s
   return n;
 }
 
-cluster::cluster(const std::string& driver, const std::string& database_url,
-                 size_t payload_bytes) {
+cluster::cluster(const std::string& driver, const std::string& database_url, size_t payload_bytes) {
   a_ = start(driver, "bench-a", database_url);
   if (driver != "inproc")
     b_ = start(driver, "bench-b", database_url);
@@ -251,8 +251,6 @@ void cluster::flood(const std::string& subject, uint32_t window) {
   caf::anon_send(publisher_, flood_atom::value, subject, window);
 }
 
-void cluster::stop_flood() {
-  caf::anon_send(publisher_, stop_atom::value);
-}
+void cluster::stop_flood() { caf::anon_send(publisher_, stop_atom::value); }
 
 }  // namespace waggle::busbench

@@ -131,10 +131,18 @@ std::string esc(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20)
           out += ' ';
@@ -232,8 +240,9 @@ void run_latency(const options& o, cluster& c, watcher& w, figures& f) {
     phases.push_back("held");
   if (o.flood_window > 0)
     phases.push_back("flood");
-  std::cout << "| phase | remote p50 / p99 / max (ms) | remote received | local p50 / p99 / max (ms) "
-               "| publish errors | notes |\n|---|---|---|---|---|---|\n";
+  std::cout
+    << "| phase | remote p50 / p99 / max (ms) | remote received | local p50 / p99 / max (ms) "
+       "| publish errors | notes |\n|---|---|---|---|---|---|\n";
   for (const auto& phase : phases) {
     auto subject = "bench.lat." + phase;
     auto remote = c.subscribe(c.b(), subject);
@@ -282,8 +291,8 @@ void run_latency(const options& o, cluster& c, watcher& w, figures& f) {
       f.set("flood/window", o.flood_window);
       f.latency("flood/messages", fl);
       notes = "flood of " + num(rate, 0) + " msgs/s acked (" + std::to_string(o.flood_window) +
-              " in flight); its own messages p50 / p99 " + num(fl.p50, 1) + " / " +
-              num(fl.p99, 1) + " ms";
+              " in flight); its own messages p50 / p99 " + num(fl.p50, 1) + " / " + num(fl.p99, 1) +
+              " ms";
       std::this_thread::sleep_for(2s);  // let the flood drain before whatever comes next
     }
     if (hold)
@@ -297,8 +306,8 @@ void run_latency(const options& o, cluster& c, watcher& w, figures& f) {
     f.set(phase + "/publish_errors", static_cast<double>(c.counters().errors.load() - errors0));
     f.cost(phase, u, pg);
     std::cout << "| " << phase << " | " << num(r.p50, 2) << " / " << num(r.p99, 2) << " / "
-              << num(r.max, 2) << " | " << r.received << " / " << o.probes << " | "
-              << num(l.p50, 2) << " / " << num(l.p99, 2) << " / " << num(l.max, 2) << " | "
+              << num(r.max, 2) << " | " << r.received << " / " << o.probes << " | " << num(l.p50, 2)
+              << " / " << num(l.p99, 2) << " / " << num(l.max, 2) << " | "
               << (c.counters().errors.load() - errors0) << " | " << notes << " |\n";
   }
 }
@@ -354,7 +363,8 @@ void run_saturate(const options& o, cluster& c, watcher& w, figures& f) {
         break;
       std::this_thread::sleep_for(5ms);
     }
-    double drain = std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_start).count();
+    double drain =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_start).count();
     bool drained = drain < o.drain_seconds;
     uint64_t acked = ctr.acked.load() - acked0, errors = ctr.errors.load() - err0;
     auto r = summarize(*remote);
@@ -435,8 +445,8 @@ int main(int argc, char** argv) {
     watcher w(url);
     cluster c(o.driver, url, o.payload);
     std::this_thread::sleep_for(500ms);  // the workers connected, the first polls done
-    std::cout << "waggle-bus-bench --bus " << o.driver << " --mode " << o.mode << ": "
-              << c.nodes() << " node(s), " << machine_description() << "\n\n";
+    std::cout << "waggle-bus-bench --bus " << o.driver << " --mode " << o.mode << ": " << c.nodes()
+              << " node(s), " << machine_description() << "\n\n";
     if (o.mode == "latency")
       run_latency(o, c, w, f);
     else

@@ -237,7 +237,8 @@ usage watcher::end() {
             [](const auto& a, const auto& b) { return a.second > b.second; });
   if (u.threads.size() > 4)
     u.threads.resize(4);
-  u.active_backends = samples_ ? static_cast<double>(active_sum_) / static_cast<double>(samples_) : 0;
+  u.active_backends = samples_ ? static_cast<double>(active_sum_) / static_cast<double>(samples_)
+                               : 0;
   return u;
 }
 
@@ -248,7 +249,8 @@ pool_hold::pool_hold(watcher& w, const std::string& database_url, size_t cap) : 
     tx.exec1("SELECT pg_advisory_lock(" + std::to_string(hold_lock_key) + ")");
     max_connections = tx.exec1("SHOW max_connections")[0].as<int>();
     reserved = tx.exec1("SHOW superuser_reserved_connections")[0].as<int>();
-    superuser = tx.exec1("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].as<bool>();
+    superuser =
+      tx.exec1("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].as<bool>();
   }
   auto url = with_app_name(database_url, hold_app);
   while (held < cap) {

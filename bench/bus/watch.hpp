@@ -27,10 +27,10 @@ struct usage_point {
   double postgres_cpu_s = 0;  // the postmaster and its children
   double machine_busy_s = 0;  // all CPUs, from /proc/stat
   double machine_total_s = 0;
-  int64_t xid = 0;            // next transaction id (write transactions begun)
-  int64_t xact_commit = 0;    // pg_stat_database, flushed up to ~1 s late
-  int64_t wal_bytes = 0;      // pg_current_wal_lsn
-  int64_t wal_syncs = 0;      // pg_stat_wal.wal_sync
+  int64_t xid = 0;          // next transaction id (write transactions begun)
+  int64_t xact_commit = 0;  // pg_stat_database, flushed up to ~1 s late
+  int64_t wal_bytes = 0;    // pg_current_wal_lsn
+  int64_t wal_syncs = 0;    // pg_stat_wal.wal_sync
 };
 
 // The cost of a window, per second of it.
@@ -88,13 +88,13 @@ class pool_hold {
   void release();
 
   size_t held = 0;
-  size_t waiting = 0;          // of them, seen waiting on the lock in pg_stat_activity
-  std::string refused;         // PostgreSQL's answer to the connection that did not fit
-  std::string probe_refused;   // and to one more attempt once all were in place
+  size_t waiting = 0;         // of them, seen waiting on the lock in pg_stat_activity
+  std::string refused;        // PostgreSQL's answer to the connection that did not fit
+  std::string probe_refused;  // and to one more attempt once all were in place
   int max_connections = 0;
-  int reserved = 0;            // superuser_reserved_connections
+  int reserved = 0;  // superuser_reserved_connections
   bool superuser = false;
-  int total_backends = 0;      // client backends of the server while held
+  int total_backends = 0;  // client backends of the server while held
 
  private:
   watcher& w_;
