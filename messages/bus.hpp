@@ -316,6 +316,8 @@ typename Inspector::result_type inspect(Inspector& f, bus_peer_frame& x) {
 }
 constexpr int32_t bus_frame_interest = 1;
 constexpr int32_t bus_frame_forward = 2;
+// Empty body, answered once the receiver took every forward sent before it.
+constexpr int32_t bus_frame_sync = 3;
 
 // Node -> node: a bus_forward (serialised in `body`), sent with the sending
 // facade as sender and answered by nothing (at most once): a frame that

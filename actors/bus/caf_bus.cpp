@@ -189,6 +189,7 @@ void caf_bus_state::peer_down(const caf::actor_addr& who) {
   }
   if (env.stats)
     env.stats->bus.peers = static_cast<int64_t>(peers.size());
+  release();  // what waited for the lost peer's window goes to the others
 }
 
 void caf_bus_state::deliver_here(const bus_message& msg, bool plain,
@@ -213,9 +214,8 @@ void caf_bus_state::route(bus_message msg) {
     if (owner == settings.node_id) {
       requests->answer(msg);
     } else if (auto p = peers.find(owner); p != peers.end()) {
-      bus_forward f{msg.subject, msg.payload, msg.reply_to, true, {}};
-      self->send(p->second.handle,
-                 bus_peer_forward{settings.node_id, encode(self->home_system(), f)});
+      send_forward(p->first, p->second,
+                   bus_forward{msg.subject, msg.payload, msg.reply_to, true, {}});
     } else if (env.stats) {
       env.stats->bus.count_dropped("no_route");
     }
@@ -242,16 +242,92 @@ void caf_bus_state::route(bus_message msg) {
     groups_for[nodes[turn++ % nodes.size()]].push_back(group);
   }
   deliver_here(msg, true, groups_for[""]);
-  for (const auto& [id, p] : peers) {
+  for (auto& [id, p] : peers) {
     bool plain = p.wants.count({msg.subject, ""}) > 0;
     auto g = groups_for.find(id);
     if (!plain && g == groups_for.end())
       continue;
-    bus_forward f{msg.subject, msg.payload, msg.reply_to, plain,
-                  g == groups_for.end() ? std::vector<std::string>{} : g->second};
-    // Forwards need no answer (at most once); the sender names this node's
-    // handle, which the receiver checks against the node id in the frame.
-    self->send(p.handle, bus_peer_forward{settings.node_id, encode(self->home_system(), f)});
+    send_forward(id, p,
+                 bus_forward{msg.subject, msg.payload, msg.reply_to, plain,
+                             g == groups_for.end() ? std::vector<std::string>{} : g->second});
+  }
+}
+
+void caf_bus_state::send_forward(const std::string& id, peer& p, const bus_forward& f) {
+  // Forwards need no answer (at most once); the sender names this node's
+  // handle, which the receiver checks against the node id in the frame.
+  self->send(p.handle, bus_peer_forward{settings.node_id, encode(self->home_system(), f)});
+  ++p.sent;
+  if (p.sent - p.confirmed >= settings.window / 4)
+    sync(id, p);
+}
+
+void caf_bus_state::sync(const std::string& id, peer& p) {
+  if (p.syncing)
+    return;
+  p.syncing = true;
+  auto mark = p.sent;
+  auto handle = p.handle;
+  auto settle = [this, id, handle](std::optional<uint64_t> taken) {
+    auto it = peers.find(id);
+    if (it == peers.end() || it->second.handle != handle)
+      return;  // gone or replaced: its down or replacement released the rest
+    auto& q = it->second;
+    q.syncing = false;
+    if (taken)
+      q.confirmed = std::max(q.confirmed, *taken);
+    else
+      log::warn("bus", "a peer did not confirm its forwards in time", {{"peer", id}});
+    if (q.sent - q.confirmed >= settings.window / 4)
+      sync(id, q);
+    release();
+  };
+  self->request(p.handle, settings.sync_timeout,
+                bus_peer_frame{settings.node_id, bus_frame_sync, {}})
+    .then([settle, mark](bus_ack) { settle(mark); },
+          [settle](caf::error&) { settle(std::nullopt); });
+}
+
+bool caf_bus_state::blocked(const bus_message& msg) const {
+  auto owner = inbox_node(msg.subject);
+  for (const auto& [id, p] : peers) {
+    if (!p.full(settings.window))
+      continue;
+    if (!owner.empty() ? owner == id
+                       : std::any_of(p.wants.begin(), p.wants.end(),
+                                     [&](const auto& w) { return w.first == msg.subject; }))
+      return true;
+  }
+  return false;
+}
+
+caf::result<bus_ack> caf_bus_state::route_or_hold(bus_message msg, bool answer) {
+  if (held.empty() && !blocked(msg)) {
+    route(std::move(msg));
+    return bus_ack{};
+  }
+  // A peer is behind: this publisher waits (its ack comes when the message
+  // leaves), in order behind what waits already, rather than queueing
+  // without bound in the peer's link.
+  if (held.size() >= settings.max_held)
+    return bus_refuse(env, make_error(bus_errc::overloaded));
+  held_message h{std::move(msg), std::nullopt};
+  caf::result<bus_ack> out = bus_ack{};
+  if (answer) {
+    h.ack = self->make_response_promise<bus_ack>();
+    out = *h.ack;
+  }
+  held.push_back(std::move(h));
+  return out;
+}
+
+void caf_bus_state::release() {
+  while (!held.empty() && !blocked(held.front().msg)) {
+    auto h = std::move(held.front());
+    held.pop_front();
+    route(std::move(h.msg));
+    if (h.ack)
+      h.ack->deliver(bus_ack{});
   }
 }
 
@@ -260,8 +336,8 @@ caf::result<bus_ack> caf_bus_state::publish(bus_publish& msg) {
     return err;
   if (env.stats)
     ++env.stats->bus.published;
-  route(bus_message{std::move(msg.subject), std::move(msg.payload), std::move(msg.reply_to)});
-  return bus_ack{};
+  return route_or_hold(
+    bus_message{std::move(msg.subject), std::move(msg.payload), std::move(msg.reply_to)}, true);
 }
 
 caf::result<bus_subscription> caf_bus_state::subscribe(bus_subscribe& sub) {
@@ -328,7 +404,10 @@ caf::result<bus_message> caf_bus_state::request(bus_request& req) {
   self->delayed_send(self, std::chrono::milliseconds{req.timeout_ms}, bus_request_expired{inbox});
   if (env.stats)
     ++env.stats->bus.published;
-  route(bus_message{std::move(req.subject), std::move(req.payload), std::move(inbox)});
+  auto routed =
+    route_or_hold(bus_message{std::move(req.subject), std::move(req.payload), inbox}, false);
+  if (routed.flag == caf::rt_error)
+    requests->fail(inbox, std::move(routed.err));
   return promise;
 }
 
@@ -342,6 +421,8 @@ bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
       env.stats->bus.count_dropped("undecodable");
     return {};
   }
+  if (frame.kind == bus_frame_sync)
+    return {};  // answered after every forward the peer sent before it
   if (frame.kind == bus_frame_interest) {
     bus_interest i;
     if (!decode(sys, frame.body, i) || i.subjects.size() != i.groups.size() ||
@@ -357,6 +438,7 @@ bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
       log::info("bus", "peer came back under a new handle", {{"peer", frame.node_id}});
       self->demonitor(p->second.handle.address());
       peers.erase(p);
+      release();
     }
     if (!peers.count(frame.node_id))
       add_peer(frame.node_id, sender);

@@ -8,7 +8,9 @@
 // queue group's message going to one node with members, nodes taken in turn.
 // Peers are found through the registry worker and reconnected with backoff.
 
+#include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -29,6 +31,18 @@ struct caf_bus_state {
   struct peer {
     caf_bus_actor handle;
     std::set<interest_key> wants;
+    // Flow control: forwards sent to it, and how many of them it confirmed
+    // having taken (a sync frame answered after them in its mailbox).
+    uint64_t sent = 0;
+    uint64_t confirmed = 0;
+    bool syncing = false;
+    bool full(size_t window) const { return sent - confirmed >= window; }
+  };
+  // A publish (or a request's message) held while a peer it goes to has
+  // its window full: acknowledged when it leaves, in order.
+  struct held_message {
+    bus_message msg;
+    std::optional<caf::typed_response_promise<bus_ack>> ack;
   };
   struct known_peer {
     bus_peer_info info;
@@ -46,6 +60,7 @@ struct caf_bus_state {
   std::map<std::string, known_peer> known;  // live in the registry
   std::map<interest_key, size_t> turns;     // whose turn a group's next message is
   std::set<std::string> warned_versions;    // nodes refused for their protocol version
+  std::deque<held_message> held;            // publishes waiting for a peer's window
 
   void init(ptr self_ptr, caf_bus_settings s, node_env e);
   caf::result<bus_ack> publish(bus_publish& msg);
@@ -65,6 +80,13 @@ struct caf_bus_state {
   void send_interest(const caf_bus_actor& to);
   void connect(known_peer& k);
   void route(bus_message msg);
+  // Routes `msg` now, or holds it (with its ack) behind the messages
+  // held before it; an error when too many are held.
+  caf::result<bus_ack> route_or_hold(bus_message msg, bool answer);
+  bool blocked(const bus_message& msg) const;
+  void release();
+  void send_forward(const std::string& id, peer& p, const bus_forward& f);
+  void sync(const std::string& id, peer& p);
   void deliver_here(const bus_message& msg, bool plain, const std::vector<std::string>& groups);
   void after_unsubscribe(const bus_table::entry& gone);
 };

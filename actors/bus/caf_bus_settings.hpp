@@ -24,6 +24,11 @@ struct caf_bus_settings {
   // How long a subscribe waits for peers to confirm the new interest.
   std::chrono::milliseconds interest_timeout{2000};
   std::chrono::milliseconds connect_timeout{5000};
+  // Forwards a peer may have unconfirmed before publishes to it wait (its
+  // mailbox and the link hold at most about this many of this node's).
+  size_t window = 4096;
+  std::chrono::milliseconds sync_timeout{5000};
+  size_t max_held = 65536;  // publishes waiting for a window; beyond: overloaded
   // Bounds on what peers can make this node hold.
   size_t max_peers = 256;
   size_t max_interest = 65536;  // (subject, group) pairs one peer may want

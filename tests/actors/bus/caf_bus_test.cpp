@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include <caf/binary_serializer.hpp>
@@ -99,6 +100,73 @@ TEST_F(caf_bus, ANodeRestartedUnderItsIdHearsAndIsHeardAgain) {
     (void) bus_publish_to(h->system(0), h->bus(0), bus_publish{"after", "pong", ""});
     return one->next(100ms).has_value();
   })) << "the restarted node never heard node 0";
+}
+
+// A peer that takes forwards but confirms none (its syncs go unanswered
+// until it is told to catch up), standing in for a node that stopped
+// reading: the publishing node sends it at most a window of forwards, then
+// holds its publishers' acks instead of queueing without bound in the link.
+struct stalled_peer_state {
+  std::shared_ptr<std::atomic<int>> taken = std::make_shared<std::atomic<int>>(0);
+  std::vector<caf::response_promise> syncs;
+  bool stalled = true;
+};
+
+caf::behavior stalled_peer(caf::stateful_actor<stalled_peer_state>* self, caf::actor target,
+                           std::string interest, std::shared_ptr<std::atomic<int>> taken) {
+  self->state.taken = std::move(taken);
+  std::vector<char> buf;
+  caf::binary_serializer sink{self->home_system(), buf};
+  bus_interest i{{interest}, {""}};
+  (void) sink(i);
+  self->send(target, bus_peer_frame{"caf-stalled", bus_frame_interest,
+                                    std::string(buf.begin(), buf.end())});
+  return {
+    [self](bus_peer_forward&) { ++*self->state.taken; },
+    [self](bus_peer_frame& f) -> caf::result<bus_ack> {
+      if (f.kind != bus_frame_sync || !self->state.stalled)
+        return bus_ack{};
+      auto rp = self->make_response_promise();
+      self->state.syncs.push_back(rp);
+      return caf::delegated<bus_ack>{};
+    },
+    [self](bus_ack) {},
+    [self](caf::atom_value) {
+      self->state.stalled = false;
+      for (auto& rp : self->state.syncs)
+        rp.deliver(bus_ack{});
+      self->state.syncs.clear();
+    },
+  };
+}
+
+TEST_F(caf_bus, APeerThatStopsReadingHoldsPublishersNotMemory) {
+  h = make_caf_bus_harness(2, [](size_t, caf_bus_settings& s) { s.window = 64; });
+  auto remote = h->system(1).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
+                                                                      port_of("caf-node-0"));
+  ASSERT_TRUE(remote) << h->system(1).render(remote.error());
+  auto taken = std::make_shared<std::atomic<int>>(0);
+  auto peer = h->system(1).spawn(stalled_peer, caf::actor_cast<caf::actor>(*remote),
+                                 std::string{"flow"}, taken);
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.peers.load() == 2; }));
+
+  constexpr int total = 1000;
+  auto acked = std::make_shared<std::atomic<int>>(0);
+  auto bus = h->bus(0);
+  h->system(0).spawn([bus, acked](caf::event_based_actor* self) {
+    for (int i = 0; i < total; ++i)
+      self->request(bus, caf::infinite, bus_publish{"flow", std::to_string(i), ""})
+        .then([acked](bus_ack) { ++*acked; });
+  });
+  EXPECT_TRUE(eventually([&] { return taken->load() >= 64; }));
+  std::this_thread::sleep_for(500ms);  // nothing more may arrive: there is no step to wait for
+  EXPECT_LE(taken->load(), 64) << "forwards beyond the window went to a peer that confirmed none";
+  EXPECT_LT(acked->load(), total) << "every publish was acknowledged into an unbounded link";
+
+  caf::anon_send(peer, caf::atom("resume"));
+  EXPECT_TRUE(eventually([&] { return acked->load() == total && taken->load() == total; }))
+    << "acked " << acked->load() << ", taken " << taken->load();
+  caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(caf_bus, ANodeOfAnotherProtocolVersionIsRefused) {
