@@ -174,24 +174,9 @@ std::string current_snapshot(pqxx::connection& conn, std::string* taken_at) {
   return r[0][0].c_str();
 }
 
-uint64_t snapshot_xmax(const std::string& snapshot) {
-  auto colon = snapshot.find(':');
-  if (colon == std::string::npos)
-    return 0;
-  uint64_t xmax = 0;
-  for (size_t i = colon + 1; i < snapshot.size() && snapshot[i] != ':'; ++i) {
-    if (snapshot[i] < '0' || snapshot[i] > '9')
-      return 0;
-    xmax = xmax * 10 + static_cast<uint64_t>(snapshot[i] - '0');
-  }
-  return xmax;
-}
-
-server_id server_identity(pqxx::connection& conn) {
+std::string server_started(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
-  auto r = tx.exec(
-    "SELECT pg_postmaster_start_time()::text, pg_snapshot_xmax(pg_current_snapshot())::text");
-  return server_id{r[0][0].c_str(), r[0][1].as<uint64_t>()};
+  return tx.exec("SELECT pg_postmaster_start_time()::text")[0][0].c_str();
 }
 
 std::vector<std::pair<int64_t, std::string>> claim(

@@ -83,16 +83,9 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
 // `taken_at`, also the database's clock just after it was taken.
 std::string current_snapshot(pqxx::connection& conn, std::string* taken_at = nullptr);
 
-// The xmax of a pg_snapshot text (0 if it does not parse).
-uint64_t snapshot_xmax(const std::string& snapshot);
-
-// Which server a connection reached: its start time and the next
-// transaction id it will hand out.
-struct server_id {
-  std::string started;
-  uint64_t next_xid = 0;
-};
-server_id server_identity(pqxx::connection& conn);
+// When the server a connection reached started (pg_postmaster_start_time):
+// a change means a restart or another server (a promoted standby).
+std::string server_started(pqxx::connection& conn);
 
 // Claims (message, group) pairs for `node`: returns those this node won.
 std::vector<std::pair<int64_t, std::string>> claim(

@@ -13,28 +13,29 @@ bool bus_fetcher_state::connect() {
     return true;
   try {
     conn = db::bus::open(settings.database_url, "fetcher", settings.statement_timeout);
-    auto server = db::bus::server_identity(*conn);
-    if (!server_started.empty() && server.started != server_started) {
-      // A restart or a failover (a promoted standby keeps its own start
-      // time, but it is another server): what was committed asynchronously
-      // just before may be gone, so every subscriber hears it may have lost
-      // messages. And if the transaction ids went back below a snapshot we
-      // read (the crash lost their WAL, or the standby was behind), they are
-      // handed out again and their new rows would look old: such a shard is
-      // read once by publish time instead, from just after the snapshot it
-      // had read up to, so that nothing read is read again.
+    auto started = db::bus::server_started(*conn);
+    if (!server_started.empty() && started != server_started) {
+      // A restart or a failover (a promoted standby has its own start time):
+      // what was committed asynchronously just before may be gone, so every
+      // subscriber hears it may have lost messages. And our snapshots are
+      // of the old server: if a crash lost the WAL of some transaction ids
+      // (or the standby was behind), the new server hands them out again and
+      // their rows would look old to those snapshots, even once the ids have
+      // climbed past them again. So every shard is read once by publish
+      // time, from the database's clock just after the snapshot it had read
+      // (or was paging) up to: nothing read before can come again, and
+      // everything published since comes (the bus-pg-crash stage lost
+      // acknowledged messages when only a regression seen at reconnect
+      // switched to this).
       log::warn("bus", "the database server changed: subscribers are told they may have lagged");
       for (auto& [id, s] : shards) {
         s.lag_pending = true;
-        const auto& mark = s.upto.empty() ? s.since : s.upto;
-        if (db::bus::snapshot_xmax(mark) > server.next_xid) {
-          s.restarted_at = s.read_to_at.empty() ? server.started : s.read_to_at;
-          s.upto.clear();
-          s.after.reset();
-        }
+        s.restarted_at = s.read_to_at.empty() ? started : s.read_to_at;
+        s.upto.clear();
+        s.after.reset();
       }
     }
-    server_started = server.started;
+    server_started = started;
     registry_dirty = true;
     sync_registry();
     return true;
@@ -157,7 +158,16 @@ void bus_fetcher_state::drain(int32_t id, shard& s) {
   std::vector<std::string> subjects;
   for (const auto& [subject, w] : s.subjects)
     subjects.push_back(subject);
-  const auto previous = s.drained;
+  // Unread for longer than the retention (garbage collection may have taken
+  // messages this node never read), or read across a server change: the
+  // subscribers hear of the gap before the messages that follow it.
+  if (s.lag_pending || env.steady_now() - s.drained > settings.retention) {
+    bus_fetched lag;
+    lag.lagged = subjects;
+    self->send(facade, std::move(lag));
+    s.lag_pending = false;
+    s.drained = env.steady_now();
+  }
   for (;;) {
     auto page = db::bus::fetch(*conn, id, s.since, s.upto, s.after, subjects, settings.fetch,
                                s.restarted_at);
@@ -199,18 +209,8 @@ void bus_fetcher_state::drain(int32_t id, shard& s) {
     s.upto = page.snapshot;
     s.after = std::make_pair(page.rows.back().xid, page.rows.back().id);
   }
-  auto now = env.steady_now();
-  // Unread for longer than the retention (garbage collection may have taken
-  // messages this node never read), or read across a server change.
-  const bool restarted = s.lag_pending;
-  s.lag_pending = false;
   s.restarted_at.clear();
-  if (restarted || now - previous > settings.retention) {
-    bus_fetched lag;
-    lag.lagged = subjects;
-    self->send(facade, std::move(lag));
-  }
-  s.drained = now;
+  s.drained = env.steady_now();
 }
 
 void bus_fetcher_state::fetch(const std::vector<int32_t>& which) {
