@@ -215,12 +215,13 @@ int run_serve(std::vector<std::string> args) {
   }
   analyze_restored_tables(cfg.database_url);
   if (recorder) {
-    recorder->start(trace_node_json(cfg, relay.relay_pubkey()));
+    recorder->start(trace_node_json(cfg, relay.relay_pubkey(), relay.node_id()));
     log::info("node", "recording a trace",
               {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
   }
   // After the recorder started: a trace holds delivery from its first claim.
   relay.start_delivery();
+  relay.start_bus_probe();
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
   limits.max_connections = cfg.max_connections;
