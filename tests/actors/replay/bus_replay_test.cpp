@@ -98,6 +98,16 @@ TEST_F(BusReplayTest, ARecordingOfPingsAndProbesReplaysStrictly) {
   auto out = replay_lines(lines, {.strict = true});
   EXPECT_TRUE(out.identical) << out.summary();
   EXPECT_GT(out.checked, 5u);
+  // Live, another actor's input (a delivery poll) can be recorded before the
+  // probe's first subscribes, which no input caused: still in time.
+  auto behind = lines;
+  behind.insert(behind.begin() + 1, R"({"seq":1,"actor":"ingest","kind":"timer","type":"ingest_tick","msg":[]})");
+  for (size_t i = 2; i < behind.size(); ++i) {
+    auto comma = behind[i].find(',');
+    behind[i] = "{\"seq\":" + std::to_string(i) + behind[i].substr(comma);
+  }
+  auto late = replay_lines(behind, {.strict = true});
+  EXPECT_TRUE(late.identical) << late.summary();
   // Without the bus fields in the header the replay spawns no probe, and
   // its records are a divergence, not silently skipped.
   auto old_header = lines;
