@@ -87,9 +87,10 @@ void bus_probe_state::ask(Msg msg, Done done, Failed failed) {
 }
 
 void bus_probe_state::start() {
-  subscriptions = {{bus_ping_subject(settings.node_id), "", 0, false},
-                   {bus_cluster_ping_subject, bus_cluster_ping_group, 0, false},
-                   {bus_probe_subject(settings.node_id), "", 0, false}};
+  subscriptions.resize(3);
+  subscriptions[ping_slot] = {bus_ping_subject(settings.node_id), "", 0, false};
+  subscriptions[cluster_ping_slot] = {bus_cluster_ping_subject, bus_cluster_ping_group, 0, false};
+  subscriptions[probe_slot] = {bus_probe_subject(settings.node_id), "", 0, false};
   subscribe_missing();
   self->delayed_send(self, settings.interval, bus_probe_tick{1});
 }
@@ -117,7 +118,7 @@ void bus_probe_state::subscribe_missing() {
 }
 
 void bus_probe_state::on_message(const bus_message& msg) {
-  if (msg.subject == subscriptions[2].subject)
+  if (msg.subject == subscriptions[probe_slot].subject)
     probe_back(msg);
   else
     answer_ping(msg);
@@ -158,12 +159,12 @@ void bus_probe_state::on_tick(uint64_t n) {
   subscribe_missing();
   // Only once the bus delivers the probe subject to us: a probe published
   // before would be lost for the subscription's sake, not the bus's.
-  if (subscriptions[2].id != 0) {
+  if (subscriptions[probe_slot].id != 0) {
     in_flight[n] = env.steady_now();
     if (env.stats)
       ++env.stats->bus.probes_sent;
     ask<bus_ack>(
-      bus_publish{subscriptions[2].subject, probe_payload(settings.node_id, n), {}},
+      bus_publish{subscriptions[probe_slot].subject, probe_payload(settings.node_id, n), {}},
       [](bus_ack&) {},
       [this, n](caf::error& err) {
         // Not published: neither lost nor returned.

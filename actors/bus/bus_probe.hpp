@@ -57,7 +57,9 @@ struct bus_probe_state {
   bus_actor bus;
   bus_probe_settings settings;
   node_env env;
-  std::vector<subscription> subscriptions;  // ping, cluster ping, probe
+  // Indexed by the slots below.
+  enum slot : size_t { ping_slot, cluster_ping_slot, probe_slot };
+  std::vector<subscription> subscriptions;
   // Every request to the bus, numbered from 1 in the order sent: a trace
   // pairs each answer with its request by this number (bus_out, bus_reply).
   uint64_t requests = 0;
