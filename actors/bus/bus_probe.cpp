@@ -72,7 +72,7 @@ template <class Reply, class Msg, class Done, class Failed>
 void bus_probe_state::ask(Msg msg, Done done, Failed failed) {
   auto n = ++requests;
   trace_bus_out(env, n, msg);
-  self->request(bus, caf::infinite, std::move(msg))
+  self->request(bus, settings.answer_bound, std::move(msg))
     .then(
       [this, n, done](Reply& reply) mutable {
         trace_section section{env};
@@ -84,6 +84,17 @@ void bus_probe_state::ask(Msg msg, Done done, Failed failed) {
         trace_bus_error(env, n, err);
         failed(err);
       });
+}
+
+void bus_probe_state::init(ptr self_ptr, bus_actor bus_handle, bus_probe_settings s,
+                           node_env e) {
+  self = self_ptr;
+  bus = std::move(bus_handle);
+  settings = std::move(s);
+  env = std::move(e);
+  // Its first subscribes, together: nothing recorded between them.
+  trace_section section{env};
+  start();
 }
 
 void bus_probe_state::start() {
@@ -189,16 +200,7 @@ void bus_probe_state::on_deadline(uint64_t n) {
 
 bus_probe_actor::behavior_type bus_probe_impl(bus_probe_state::ptr self, bus_actor bus,
                                               bus_probe_settings settings, node_env env) {
-  auto& st = self->state;
-  st.self = self;
-  st.bus = std::move(bus);
-  st.settings = std::move(settings);
-  st.env = std::move(env);
-  {
-    // Its first subscribes, together: nothing recorded between them.
-    trace_section section{st.env};
-    st.start();
-  }
+  self->state.init(self, std::move(bus), std::move(settings), std::move(env));
   return {
     [self](bus_message& msg) {
       trace_section section{self->state.env};

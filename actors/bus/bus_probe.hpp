@@ -34,6 +34,10 @@ struct bus_probe_settings {
   // A probe not back by then is lost; at most the interval, so one probe is
   // settled before the next is due.
   caf::timespan deadline = std::chrono::seconds(5);
+  // How long it waits for the bus to answer a subscribe or publish (actor
+  // rule 9): a bus that never answers must not pile up its waits. The
+  // timeout is an error answer like any, recorded and replayed as one.
+  caf::timespan answer_bound = std::chrono::seconds(30);
 };
 
 // The subjects, by node id (also what `waggle bus request` asks).
@@ -65,12 +69,13 @@ struct bus_probe_state {
   uint64_t requests = 0;
   std::map<uint64_t, steady_time> in_flight;  // probe n -> published at
 
-  void start();
+  void init(ptr self, bus_actor bus, bus_probe_settings settings, node_env env);
   void on_message(const bus_message& msg);
   void on_tick(uint64_t n);
   void on_deadline(uint64_t n);
 
  private:
+  void start();
   void subscribe_missing();
   void answer_ping(const bus_message& msg);
   void probe_back(const bus_message& msg);

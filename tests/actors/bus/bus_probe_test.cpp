@@ -58,6 +58,26 @@ bus_actor::behavior_type fake_bus(bus_actor::pointer, std::shared_ptr<fake_bus_l
   };
 }
 
+// A bus that takes everything and answers nothing (a driver stuck on its
+// transport): the promises are kept, never delivered.
+struct silent_bus_log {
+  std::vector<caf::typed_response_promise<bus_subscription>> subscribes;
+};
+
+bus_actor::behavior_type silent_bus(bus_actor::pointer self, std::shared_ptr<silent_bus_log> log) {
+  return {
+    [self](bus_publish&) -> caf::result<bus_ack> { return self->make_response_promise<bus_ack>(); },
+    [self, log](bus_subscribe&) {
+      log->subscribes.push_back(self->make_response_promise<bus_subscription>());
+      return log->subscribes.back();
+    },
+    [](bus_unsubscribe) {},
+    [self](bus_request&) -> caf::result<bus_message> {
+      return self->make_response_promise<bus_message>();
+    },
+  };
+}
+
 class BusProbeTest : public testing::actor_test {
  protected:
   bus_probe_settings settings(const std::string& node_id) {
@@ -182,6 +202,22 @@ TEST_F(BusProbeTest, APingWithoutReplyToAndForeignPayloadsAreIgnored) {
   EXPECT_TRUE(log->publishes.empty());
   EXPECT_EQ(env.stats->bus.pings_answered, 0u);
   EXPECT_EQ(env.stats->bus.probes_returned, 0u);
+}
+
+TEST_F(BusProbeTest, ASubscribeTheBusNeverAnswersIsAskedAgainAfterItsBound) {
+  auto log = std::make_shared<silent_bus_log>();
+  auto bus = spawn(silent_bus, log);
+  spawn(bus_probe_impl, bus, settings("n1"), test_env().for_actor("bus_probe"));
+  run();
+  ASSERT_EQ(log->subscribes.size(), 3u);
+  sched().advance_time(10s);  // a tick while all three wait: nothing asked twice
+  run();
+  EXPECT_EQ(log->subscribes.size(), 3u);
+  sched().advance_time(20s);  // 30 s: the waits time out
+  run();
+  sched().advance_time(10s);  // the next tick asks again
+  run();
+  EXPECT_EQ(log->subscribes.size(), 6u);
 }
 
 }  // namespace
