@@ -10,6 +10,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "messages/bus.hpp"
+#include "messages/bus_probe.hpp"
 #include "messages/channels.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
@@ -185,5 +186,10 @@ using caf_bus_actor = bus_actor::extend<caf::replies_to<bus_peer_frame>::with<bu
                                         caf::reacts_to<bus_peers>,
                                         caf::reacts_to<bus_request_expired>>;
 using caf_bus_registry_actor = caf::typed_actor<caf::reacts_to<bus_tick>>;
+
+// The node's presence on the bus (actors/bus/bus_probe.hpp): a subscriber
+// that answers pings and times its own probes, on its two timers.
+using bus_probe_actor = bus_subscriber_actor::extend<caf::reacts_to<bus_probe_tick>,
+                                                     caf::reacts_to<bus_probe_deadline>>;
 
 }  // namespace waggle

@@ -13,7 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/actor_control_block.hpp>
 #include <caf/error.hpp>
+#include <caf/is_typed_actor.hpp>
 #include <caf/meta/annotation.hpp>
 #include <caf/meta/type_name.hpp>
 #include <rapidjson/document.h>
@@ -29,6 +32,15 @@ template <class T>
 struct is_vector : std::false_type {};
 template <class T, class A>
 struct is_vector<std::vector<T, A>> : std::true_type {};
+
+// An actor handle in a message (a bus_subscribe's subscriber) is who, not
+// what: it is written as null and read back as no actor. A replay knows its
+// actors by name, never by a live node's addresses.
+template <class T>
+constexpr bool is_handle() {
+  return caf::is_typed_actor<T>::value || std::is_same_v<T, caf::actor>
+         || std::is_same_v<T, caf::strong_actor_ptr>;
+}
 
 template <class... Ts>
 constexpr bool has_type_name() {
@@ -72,6 +84,8 @@ class json_out {
     using U = std::decay_t<T>;
     if constexpr (caf::meta::is_annotation<U>::value) {
       // type names and other annotations carry no data
+    } else if constexpr (is_handle<U>()) {
+      w_.Null();
     } else if constexpr (std::is_same_v<U, std::string>) {
       w_.String(x.data(), static_cast<rapidjson::SizeType>(x.size()));
     } else if constexpr (std::is_same_v<U, bool>) {
@@ -145,7 +159,11 @@ class json_in {
     using U = std::decay_t<T>;
     if (!ok_)
       return;
-    if constexpr (std::is_same_v<U, std::string>) {
+    if constexpr (is_handle<U>()) {
+      if (!v.IsNull())
+        return fail();
+      x = U{};
+    } else if constexpr (std::is_same_v<U, std::string>) {
       if (!v.IsString())
         return fail();
       x.assign(v.GetString(), v.GetStringLength());

@@ -9,6 +9,7 @@
 #include <caf/type_id.hpp>
 
 #include "messages/bus.hpp"
+#include "messages/bus_probe.hpp"
 #include "messages/channels.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
@@ -166,4 +167,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_peers))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_peer_frame))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_peer_forward))
+  // -- bus probe (messages/bus_probe.hpp) ----------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_deadline))
 CAF_END_TYPE_ID_BLOCK(waggle)

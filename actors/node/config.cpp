@@ -402,6 +402,11 @@ const std::vector<option>& options() {
      text(&node_config::bus_bind)},
     {{"--bus-port", "WAGGLE_BUS_PORT", "port the CAF bus listens on (0 = ephemeral)", "0"},
      number(&node_config::bus_port)},
+    {{"--bus-probe-ms", "WAGGLE_BUS_PROBE_MS",
+      "how often the node publishes a probe to itself over the bus and times its return "
+      "(waggle_bus_probe_*; one not back within min(5 s, this) is lost)",
+      "10000"},
+     number(&node_config::bus_probe_ms)},
     {{"--push-gate-cache", "WAGGLE_PUSH_GATE_CACHE",
       "on: batches skip the push gate for communities this node knows have no lease; off (for "
       "several nodes on one database, until the cluster bus carries lease activations): every "
@@ -507,6 +512,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "bus must be inproc, postgres or caf"};
   if (!cfg.node_id.empty() && !bus_valid_node_id(cfg.node_id))
     return {ec::invalid, "node-id must be 1-64 of [A-Za-z0-9_-]"};
+  if (cfg.bus_probe_ms < 100 || cfg.bus_probe_ms > 3'600'000)
+    return {ec::invalid, "bus-probe-ms must be within 100..3600000"};
   if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
     return {ec::invalid, "write-policy-fail must be closed or open"};
   if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0

@@ -134,6 +134,9 @@ struct node_config {
   std::string node_id;
   std::string bus_bind = "127.0.0.1";
   uint16_t bus_port = 0;
+  // How often the node's bus probe times a message round the bus
+  // (actors/bus/bus_probe.hpp).
+  int64_t bus_probe_ms = 10000;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };

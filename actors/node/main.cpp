@@ -5,6 +5,7 @@
 //   waggle community add HOST [--name NAME] [--policy closed|open|invite]
 //   waggle community list
 //   waggle community member|admin|policy ... (actors/node/community_cli.hpp)
+//   waggle bus publish|request SUBJECT PAYLOAD (actors/node/bus_cli.hpp)
 
 #include <sys/resource.h>
 
@@ -16,6 +17,7 @@
 
 #include <pqxx/connection>
 
+#include "actors/node/bus_cli.hpp"
 #include "actors/node/community_cli.hpp"
 #include "actors/node/config.hpp"
 #include "actors/support/log.hpp"
@@ -40,7 +42,9 @@ int usage() {
                "  waggle community member add HOST PUBKEY [--role owner|admin|member]\n"
                "  waggle community member remove|list ...; admin add|remove|list ...;\n"
                "  waggle community policy HOST [open|closed|invite]\n"
-               "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n";
+               "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n"
+               "  waggle bus publish SUBJECT PAYLOAD  publish on the cluster's bus (waggle bus --help)\n"
+               "  waggle bus request SUBJECT PAYLOAD [--timeout-ms N]  ask and print the reply\n";
   return 2;
 }
 
@@ -215,12 +219,13 @@ int run_serve(std::vector<std::string> args) {
   }
   analyze_restored_tables(cfg.database_url);
   if (recorder) {
-    recorder->start(trace_node_json(cfg, relay.relay_pubkey()));
+    recorder->start(trace_node_json(cfg, relay.relay_pubkey(), relay.node_id()));
     log::info("node", "recording a trace",
               {{"file", cfg.trace_file}, {"sample", std::to_string(cfg.trace_sample)}});
   }
   // After the recorder started: a trace holds delivery from its first claim.
   relay.start_delivery();
+  relay.start_bus_probe();
   gateway::server_limits limits;
   limits.max_frame_bytes = cfg.max_frame_bytes;
   limits.max_connections = cfg.max_connections;
@@ -278,6 +283,8 @@ int main(int argc, char** argv) {
       return run_community(std::move(args));
     if (cmd == "replay")
       return run_replay(std::move(args));
+    if (cmd == "bus")
+      return run_bus_cli(std::move(args));
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

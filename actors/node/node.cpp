@@ -106,23 +106,28 @@ node::node(node_config cfg, node_env env)
 }
 
 void node::start_bus() {
+  // The bus drivers record nothing: no replay runs them (their connections,
+  // peers and timers), and their clock readings would only fill a trace.
+  // What the bus brings is recorded where an actor takes it (bus_probe).
+  auto env = env_;
+  env.trace = nullptr;
   if (cfg_.bus == "postgres") {
     pg_bus_settings s;
     s.database_url = cfg_.database_url;
     s.node_id = node_id_;
-    bus_ = system_->spawn(pg_bus_impl, s, env_.for_actor("bus"));
+    bus_ = system_->spawn(pg_bus_impl, s, env.for_actor("bus"));
   } else if (cfg_.bus == "caf") {
     caf_bus_settings s;
     s.database_url = cfg_.database_url;
     s.node_id = node_id_;
     s.address = cfg_.bus_bind;
     s.port = cfg_.bus_port;
-    auto bus = spawn_caf_bus(*system_, s, env_);
+    auto bus = spawn_caf_bus(*system_, s, env);
     if (!bus)
       throw std::runtime_error("the CAF bus did not start: " + system_->render(bus.error()));
     bus_ = *bus;
   } else {
-    bus_ = system_->spawn(inproc_bus_impl, env_.for_actor("bus"));
+    bus_ = system_->spawn(inproc_bus_impl, env.for_actor("bus"));
   }
   log::info("node", "bus started", {{"driver", cfg_.bus}, {"node_id", node_id_}});
 }
@@ -158,6 +163,7 @@ void node::stop() {
     return;
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(management_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(bus_probe_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus_, caf::exit_reason::user_shutdown);
   {
     std::lock_guard guard{conn_mtx_};
@@ -170,6 +176,7 @@ void node::stop() {
   // destroyed before the actor system can be.
   board_->set({});
   management_ = nullptr;  // a strong handle, like the board's
+  bus_probe_ = nullptr;
   bus_ = nullptr;
   system_.reset();
 }
@@ -277,7 +284,8 @@ db::lease_settings lease_settings_for(const node_config& cfg) {
   return s;
 }
 
-std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey) {
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey,
+                            const std::string& bus_node_id) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w{buf};
   auto num = [&](const char* key, int64_t v) {
@@ -325,6 +333,12 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   w.Bool(cfg.push_gate_cache);
   num("push_slots", push ? static_cast<int64_t>(cfg.push_slots) : 0);
   num("push_completion_delay_ms", push ? cfg.push_completion_delay_ms : 0);
+  // The bus probe (docs/bus.md): its subjects are named after the node.
+  if (!bus_node_id.empty()) {
+    w.Key("bus_node_id");
+    w.String(bus_node_id.c_str());
+    num("bus_probe_ms", cfg.bus_probe_ms);
+  }
   w.EndObject();
   return {buf.GetString(), buf.GetSize()};
 }
@@ -452,6 +466,22 @@ proto::relay_info relay_info_for(const node_config& cfg, const std::string& rela
   info.read_tokens_per_second = cfg.read_rate_connection;
   info.read_token_burst = cfg.read_burst_connection;
   return info;
+}
+
+bus_probe_settings bus_probe_settings_for(const std::string& node_id, int64_t probe_ms) {
+  bus_probe_settings s;
+  s.node_id = node_id;
+  s.interval = std::chrono::milliseconds(probe_ms);
+  s.deadline = std::min<caf::timespan>(std::chrono::seconds(5), s.interval);
+  return s;
+}
+
+void node::start_bus_probe() {
+  if (bus_probe_)
+    return;
+  bus_probe_ = system_->spawn(bus_probe_impl, bus_,
+                              bus_probe_settings_for(node_id_, cfg_.bus_probe_ms),
+                              env_.for_actor("bus_probe"));
 }
 
 void node::start_delivery() {

@@ -14,6 +14,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include "actors/bus/bus_probe.hpp"
 #include "actors/node/config.hpp"
 #include "db/push_store.hpp"
 #include "actors/connection/connection_actor.hpp"
@@ -48,6 +49,10 @@ class node {
   // their first message (a replay rebuilds them as spawned). No-op without
   // --operator-listeners, or when started already.
   void start_delivery();
+  // Starts the node's presence on the bus (bus_probe: answers pings, times
+  // probes), likewise once recording started, so a trace holds its first
+  // subscribes. No-op when started already.
+  void start_bus_probe();
 
   // SIGTERM: refuse new work, let connections answer what is in flight and
   // close with 1001; returns when all closed or `bound` passed.
@@ -98,6 +103,7 @@ class node {
   std::string node_id_;
   bus_actor bus_;
   void start_bus();
+  bus_probe_actor bus_probe_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...
@@ -122,7 +128,12 @@ proto::relay_info relay_info_for(const node_config& cfg, const std::string& rela
 
 // The trace header's "node" object: the settings a replay needs to rebuild
 // the node's actors (docs/traces.md), and node_config_from_trace's inverse.
-std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey);
+// `bus_node_id`: the node's id on the bus when its bus probe runs (the replay
+// spawns one with it); empty: none.
+std::string trace_node_json(const node_config& cfg, const std::string& relay_pubkey,
+                            const std::string& bus_node_id = {});
+// The bus probe's settings for a node (and for a replay, from the header).
+bus_probe_settings bus_probe_settings_for(const std::string& node_id, int64_t probe_ms);
 
 // Loads the relay's secret key from `path`, creating it (mode 0600) if
 // missing. Returns the secret hex; never logged.

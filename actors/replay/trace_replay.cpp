@@ -20,6 +20,8 @@
 #include "actors/channels/group_session.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
+#include "actors/bus/caf_bus_settings.hpp"
+#include "actors/replay/bus_replay.hpp"
 #include "actors/replay/delivery_replay.hpp"
 #include "actors/replay/push_match_check.hpp"
 #include "actors/node/node.hpp"
@@ -46,6 +48,7 @@ struct record {
   std::string auth_pubkey;  // http_in
   std::string id;           // ingest_in: the event's id
   std::string from;         // reader_in: who sent the read
+  uint64_t n = 0;           // bus_out, bus_reply: the bus probe's request number
 };
 
 std::string render(const rapidjson::Value& v) {
@@ -88,7 +91,10 @@ const std::string push_matcher_name = "push_matcher";
 // it is accepted unread.
 bool runs_in_replay(const std::string& actor) {
   auto starts = [&](const char* prefix) { return actor.rfind(prefix, 0) == 0; };
-  return actor != push_matcher_name && !starts("writer-") && !starts("reader-")
+  // (Nor the bus drivers, "bus" and "bus-*": a node records none of their
+  // readings, and a replay runs only the bus probe, "bus_probe".)
+  return actor != push_matcher_name && actor != "bus" && !starts("bus-") && !starts("writer-")
+         && !starts("reader-")
          && !starts("group_session") && actor != "delivery_store" && actor != "push_store";
 }
 
@@ -100,6 +106,9 @@ struct node_switches {
   uint32_t push_slots = 0;
   int64_t push_completion_delay_ms = 0;
   bool note_write_answers = false;  // bounded replica reads (connection_settings)
+  // The bus probe (docs/bus.md): spawned when the header names the node.
+  std::string bus_node_id;
+  int64_t bus_probe_ms = 10000;
 };
 
 // Deeper than any message of messages/ nests; deeper lines are
@@ -202,6 +211,9 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
     int_field(node, "push_slots", 0), 0, std::numeric_limits<uint32_t>::max()));
   cfg.push_completion_delay_ms = int_field(node, "push_completion_delay_ms", 0);
   switches.push_slots = cfg.push_slots;
+  // Traces from before the bus probe: none is spawned.
+  switches.bus_node_id = string_field(node, "bus_node_id");
+  switches.bus_probe_ms = int_field(node, "bus_probe_ms", switches.bus_probe_ms);
   switches.push_completion_delay_ms = cfg.push_completion_delay_ms;
   return cfg;
 }
@@ -239,6 +251,8 @@ class replayer {
   bool feed_node(const record& r);
   bool check_output(const record& r);
   bool feed_delivery(const record& r);
+  void feed_bus(const record& r);
+  void check_bus_out(const record& r);
   void check_match(const record& r);
   std::optional<caf::actor> connection_of(const record& r);
   // After the last record: whatever the replay did that the trace did not.
@@ -262,7 +276,16 @@ class replayer {
   }
   // Strict mode: an output recorded after input `last_fed` was made while
   // replaying an earlier one.
+  //
+  // An actor's start-up outputs (the delivery supervisor's first claim, the
+  // bus probe's subscribes) are caused by no input: the replay makes them as
+  // it spawns the actor, before feeding anything, while live another actor's
+  // inputs can be recorded ahead of them (the probe's subscriptions answered
+  // before the supervisor read its clock). They are in time until their
+  // actor has been fed an input of its own.
   void check_made_in_time(const record& r, uint64_t during, const std::string& what) {
+    if (during == 0 && !fed_actors_.count(r.actor))
+      return;
     if (options_.strict && during != player_->last_fed)
       diverge(r, what + " after the input at seq " + std::to_string(player_->last_fed),
               "already made while replaying seq " + std::to_string(during) + " (too early)");
@@ -299,6 +322,8 @@ class replayer {
   group_actor group_;
   // The listeners' supervisor (delivery_slots > 0), the push one (push on).
   std::vector<std::unique_ptr<delivery_replay>> deliveries_;
+  std::unique_ptr<bus_replay> bus_;  // the bus probe over a stand-in bus, if the node ran one
+  std::set<std::string> fed_actors_;  // actors fed an input so far (check_made_in_time)
   delivery_replay* delivery_of(const std::string& actor) const {
     for (auto& d : deliveries_)
       if (d->owns(actor))
@@ -350,6 +375,14 @@ void replayer::spawn_node() {
     deliveries_.push_back(
       std::make_unique<delivery_replay>(*sys_, player_, env_, std::move(spec), store));
     keep(deliveries_.back()->supervisor());
+  }
+  // Live, the bus probe starts right after delivery (node::start_bus_probe):
+  // its first subscribes are in the trace.
+  if (!switches_.bus_node_id.empty()) {
+    bus_ = std::make_unique<bus_replay>(
+      *sys_, player_, env_, bus_probe_settings_for(switches_.bus_node_id, switches_.bus_probe_ms));
+    keep(bus_->bus());
+    keep(bus_->probe());
   }
   sched_->run();
 }
@@ -437,10 +470,13 @@ bool replayer::step(const record& r, replay_outcome& out) {
   player_->current_seq = r.seq;
   static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
                                             "http_in", "timer",   "input",     "ingest_in",
-                                            "reader_in", "reader_idle", "reply_in"};
+                                            "reader_in", "reader_idle", "reply_in",
+                                            "bus_reply"};
   // The matcher's inputs reach nothing the replay runs.
-  if (fed.count(r.kind) && r.actor != push_matcher_name)
+  if (fed.count(r.kind) && r.actor != push_matcher_name) {
     player_->last_fed = r.seq;
+    fed_actors_.insert(r.actor);
+  }
   if (feed_client(r) || feed_node(r))
     ++out.inputs;
   else if (check_output(r))
@@ -549,6 +585,8 @@ bool replayer::feed_node(const record& r) {
     // and what it sent, the push supervisor's and ingest's inputs.
   } else if ((k == "input" || k == "timer") && delivery_of(r.actor)) {
     return feed_delivery(r);
+  } else if ((k == "input" || k == "timer" || k == "bus_reply") && bus_replay::owns(r.actor)) {
+    feed_bus(r);
   } else if (k == "db_reply") {
     ready_reply(r);
   } else if (k == "ingest_in") {
@@ -596,6 +634,35 @@ bool replayer::feed_delivery(const record& r) {
   return true;
 }
 
+// The bus probe's input, timer or bus answer (bus_replay).
+void replayer::feed_bus(const record& r) {
+  if (!bus_)
+    return diverge(r, "a " + r.kind + " of the bus probe", "the header names no bus node");
+  std::string error;
+  if (r.kind == "bus_reply") {
+    if (auto msg = bus_->reply_of(r.n, r.type, r.msg, error))
+      input(bus_->bus(), std::move(*msg));
+    else
+      diverge(r, "answer " + std::to_string(r.n) + ": " + r.type + " " + r.msg, error);
+  } else if (auto msg = bus_->input_of(r.kind, r.type, r.msg, error)) {
+    input(bus_->probe(), std::move(*msg));
+  } else {
+    diverge(r, "a " + r.type + " to the bus probe", error);
+  }
+}
+
+// What the probe sent the bus: its request n, as recorded, in time.
+void replayer::check_bus_out(const record& r) {
+  auto expected = std::to_string(r.n) + ": " + r.type + " " + r.msg;
+  if (!bus_)
+    return diverge(r, expected, "(no bus probe)");
+  std::string replayed;
+  auto during = bus_->match_out(r.n, r.type, r.msg, replayed);
+  if (!during)
+    return diverge(r, expected, replayed);
+  check_made_in_time(r, *during, expected);
+}
+
 // What the node produced: frames, closes, HTTP answers, database requests,
 // POSTs and the matcher's decisions.
 bool replayer::check_output(const record& r) {
@@ -606,6 +673,8 @@ bool replayer::check_output(const record& r) {
     check_request(r);
   else if (k == "post_out" && delivery_of(r.actor))
     check_post(r);
+  else if (k == "bus_out" && bus_replay::owns(r.actor))
+    check_bus_out(r);
   else if (k == "match" && r.actor == push_matcher_name)
     check_match(r);
   else
@@ -664,6 +733,12 @@ void replayer::check_leftovers() {
       end.kind = "post_out";
       return diverge(end, "(no POST)", *extra);
     }
+  if (bus_)
+    if (auto extra = bus_->unmatched_out()) {
+      end.actor = "bus_probe";
+      end.kind = "bus_out";
+      return diverge(end, "(no bus request)", *extra);
+    }
   for (auto& [name, s] : player_->stubs)
     for (size_t j = 0; j < s.requests.size(); ++j)
       if (!s.matched[j]) {
@@ -695,6 +770,7 @@ std::optional<record> parse_record(const rapidjson::Document& doc) {
   r.auth_pubkey = string_field(doc, "auth_pubkey");
   r.id = string_field(doc, "id");
   r.from = string_field(doc, "from");
+  r.n = static_cast<uint64_t>(std::max<int64_t>(int_field(doc, "n"), 0));
   return r;
 }
 
@@ -774,6 +850,12 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
   auto cfg = config_from(header["node"], relay_pubkey, switches);
   if (auto bad = check_config(cfg); !bad.empty()) {
     out.error = bad;
+    return out;
+  }
+  if (!switches.bus_node_id.empty()
+      && (!bus_valid_node_id(switches.bus_node_id) || switches.bus_probe_ms < 100
+          || switches.bus_probe_ms > 3'600'000)) {
+    out.error = "the header's bus_node_id or bus_probe_ms is not one a node could have";
     return out;
   }
   auto player = std::make_shared<replay_player>();

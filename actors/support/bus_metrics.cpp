@@ -49,6 +49,18 @@ void bus_metrics::render(std::ostream& out) const {
   one("waggle_bus_lag_milliseconds", "gauge",
       "Publish-to-fetch age of the newest fetched bus message (postgres).", lag_ms.load());
   one("waggle_bus_peers", "gauge", "Peers connected to this node's bus (caf).", peers.load());
+  one("waggle_bus_probes_sent_total", "counter", "Probes this node published to itself.",
+      probes_sent.load());
+  one("waggle_bus_probes_returned_total", "counter", "Probes back from the bus in time.",
+      probes_returned.load());
+  one("waggle_bus_probes_lost_total", "counter", "Probes not back by their deadline.",
+      probes_lost.load());
+  one("waggle_bus_probe_rtt_seconds", "gauge", "Round trip of the last returned probe.",
+      static_cast<double>(probe_rtt_us.load()) / 1e6);
+  one("waggle_bus_probe_rtt_seconds_sum", "counter", "Round trips of all returned probes.",
+      static_cast<double>(probe_rtt_us_sum.load()) / 1e6);
+  one("waggle_bus_pings_answered_total", "counter",
+      "Pings (node or cluster-wide) this node answered.", pings_answered.load());
   std::lock_guard guard{mtx_};
   auto labelled = [&](const char* name, const char* help, const auto& counts) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n";

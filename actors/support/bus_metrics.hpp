@@ -27,6 +27,14 @@ class bus_metrics {
   std::atomic<uint64_t> fetch_pages{0};  // PostgreSQL: pages fetched from the message table
   std::atomic<int64_t> lag_ms{0};        // PostgreSQL: age of the newest fetched message's publish
   std::atomic<int64_t> peers{0};         // CAF: peers connected
+  // The node's bus probe (actors/bus/bus_probe.hpp): its own messages round
+  // the bus, and the pings it answered for others.
+  std::atomic<uint64_t> probes_sent{0};
+  std::atomic<uint64_t> probes_returned{0};
+  std::atomic<uint64_t> probes_lost{0};      // not back by their deadline
+  std::atomic<int64_t> probe_rtt_us{0};      // the last returned probe's round trip
+  std::atomic<uint64_t> probe_rtt_us_sum{0}; // all returned probes' round trips
+  std::atomic<uint64_t> pings_answered{0};
 
   // A publish, subscribe or request refused (its bus_errc's name).
   void count_refused(const caf::error& err);

@@ -31,7 +31,7 @@ std::string relay_info_json(const relay_info& info) {
   w.Key("software");
   w.String("waggle");
   w.Key("version");
-  w.String("0.1.0");
+  w.String(software_version);
   w.Key("limitation");
   w.StartObject();
   w.Key("max_message_length");

@@ -10,6 +10,9 @@
 
 namespace waggle::proto {
 
+// The software version a node gives: NIP-11 and its answers to bus pings.
+inline constexpr const char* software_version = "0.1.0";
+
 struct relay_info {
   std::string name;
   std::string description;
