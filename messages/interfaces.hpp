@@ -181,7 +181,7 @@ using bus_keeper_actor = caf::typed_actor<caf::reacts_to<bus_tick>>;
 
 // The CAF bus driver (docs/bus.md, "CAF"): the facade, published through
 // the middleman so that peers connect to it, and its registry worker.
-using caf_bus_actor = bus_actor::extend<caf::replies_to<bus_peer_frame>::with<bus_ack>,
+using caf_bus_actor = bus_actor::extend<caf::replies_to<bus_peer_frame>::with<bus_peer_frame>,
                                         caf::reacts_to<bus_peer_forward>,
                                         caf::reacts_to<bus_peers>,
                                         caf::reacts_to<bus_request_expired>>;

@@ -58,6 +58,11 @@ bool bus_valid_node_id(const std::string& id) {
   });
 }
 
+bool caf_bus_state::local_sender() const {
+  const auto& sender = self->current_sender();
+  return sender && sender->node() == self->node();
+}
+
 void caf_bus_state::init(ptr self_ptr, caf_bus_settings s, node_env e) {
   self = self_ptr;
   settings = std::move(s);
@@ -87,28 +92,74 @@ bus_peer_frame caf_bus_state::interest_frame() const {
   return bus_peer_frame{settings.node_id, bus_frame_interest, encode(self->home_system(), i)};
 }
 
-void caf_bus_state::add_peer(const std::string& node_id, caf_bus_actor handle) {
-  if (peers.count(node_id) || !handle)
+void caf_bus_state::add_peer(const std::string& node_id, caf_bus_actor handle,
+                             caf::node_id node) {
+  if (!handle)
     return;
+  if (auto old = peers.find(node_id); old != peers.end()) {
+    if (old->second.node == node)
+      return;
+    // The registry's address now reaches another process under this id: the
+    // node restarted (its old link's end may not have been seen yet).
+    log::info("bus", "peer came back as a new process", {{"peer", node_id}});
+    self->demonitor(old->second.handle.address());
+    peers.erase(old);
+  }
   if (peers.size() >= settings.max_peers) {
     if (env.stats)
       env.stats->bus.count_dropped("too_many_peers");
     return;
   }
   self->monitor(handle);
-  peers[node_id].handle = handle;
-  if (auto k = known.find(node_id); k != known.end())
+  auto& p = peers[node_id];
+  p.handle = handle;
+  p.node = node;
+  if (auto k = known.find(node_id); k != known.end()) {
     k->second.backoff = std::chrono::milliseconds{0};
+    if (k->second.pending && k->second.pending->first == node)
+      p.wants = std::move(k->second.pending->second);
+    k->second.pending.reset();
+  }
   if (env.stats)
     env.stats->bus.peers = static_cast<int64_t>(peers.size());
   log::info("bus", "peer connected", {{"peer", node_id}});
-  send_interest(handle);
+  send_interest(node_id, handle);
 }
 
-void caf_bus_state::send_interest(const caf_bus_actor& to) {
-  // As a request: the receiver learns this node's handle from its sender.
+void caf_bus_state::send_interest(const std::string& id, const caf_bus_actor& to) {
+  // The answer is the peer's own interest: a link made by this node's
+  // connect learns what the peer wants even if the peer's own frame came
+  // before this node could tell who it was.
   self->request(to, settings.interest_timeout, interest_frame())
-    .then([](bus_ack) {}, [](caf::error&) {});
+    .then([this, id, to](bus_peer_frame& reply) { take_reply(id, to, reply); },
+          [](caf::error&) {});
+}
+
+void caf_bus_state::take_reply(const std::string& id, const caf_bus_actor& from,
+                               bus_peer_frame& reply) {
+  auto p = peers.find(id);
+  if (p == peers.end() || p->second.handle != from || reply.kind != bus_frame_interest)
+    return;
+  if (auto wants = decode_interest(reply)) {
+    p->second.wants = std::move(*wants);
+    release();
+  }
+}
+
+std::optional<std::set<caf_bus_state::interest_key>> caf_bus_state::decode_interest(
+  const bus_peer_frame& frame) {
+  bus_interest i;
+  if (!decode(self->home_system(), frame.body, i) || i.subjects.size() != i.groups.size() ||
+      i.subjects.size() > settings.max_interest) {
+    if (env.stats)
+      env.stats->bus.count_dropped("undecodable");
+    return std::nullopt;
+  }
+  std::set<interest_key> wants;
+  for (size_t k = 0; k < i.subjects.size(); ++k)
+    if (bus_valid_name(i.subjects[k]) && (i.groups[k].empty() || bus_valid_name(i.groups[k])))
+      wants.emplace(i.subjects[k], i.groups[k]);
+  return wants;
 }
 
 void caf_bus_state::connect(known_peer& k) {
@@ -118,7 +169,7 @@ void caf_bus_state::connect(known_peer& k) {
   self->request(mm, settings.connect_timeout, caf::connect_atom::value, k.info.address,
                 k.info.port)
     .then(
-      [this, id](const caf::node_id&, caf::strong_actor_ptr& ptr,
+      [this, id](const caf::node_id& node, caf::strong_actor_ptr& ptr,
                  const std::set<std::string>& ifs) {
         auto k = known.find(id);
         if (k != known.end())
@@ -130,7 +181,8 @@ void caf_bus_state::connect(known_peer& k) {
           log::warn("bus", "refused a peer whose bus interface differs", {{"peer", id}});
           return;
         }
-        add_peer(id, caf::actor_cast<caf_bus_actor>(ptr));
+        add_peer(id, caf::actor_cast<caf_bus_actor>(ptr), node);
+        release();
       },
       [this, id](caf::error& err) {
         auto k = known.find(id);
@@ -162,8 +214,13 @@ void caf_bus_state::update_peers(bus_peers& live) {
       continue;
     }
     auto& k = known[info.node_id];
+    const bool moved = k.info.address != info.address || k.info.port != info.port;
     k.info = info;
-    if (!peers.count(info.node_id) && !k.connecting && now >= k.next_attempt)
+    // Connect to a node not linked yet, to one that re-registered at another
+    // address (it restarted), or to learn whether a process claiming its id
+    // is the one the registry names.
+    const bool wanted = !peers.count(info.node_id) || moved || k.pending;
+    if (wanted && !k.connecting && now >= k.next_attempt)
       connect(k);
   }
   // Gone from the registry (expired): forget it unless a link still stands.
@@ -284,7 +341,7 @@ void caf_bus_state::sync(const std::string& id, peer& p) {
   };
   self->request(p.handle, settings.sync_timeout,
                 bus_peer_frame{settings.node_id, bus_frame_sync, {}})
-    .then([settle, mark](bus_ack) { settle(mark); },
+    .then([settle, mark](bus_peer_frame&) { settle(mark); },
           [settle](caf::error&) { settle(std::nullopt); });
 }
 
@@ -356,7 +413,9 @@ caf::result<bus_subscription> caf_bus_state::subscribe(bus_subscribe& sub) {
   auto frame = interest_frame();
   for (const auto& [id, p] : peers)
     self->request(p.handle, settings.interest_timeout, frame)
-      .then([promise, pending, reply](bus_ack) mutable {
+      .then([this, id = id, to = p.handle, promise, pending,
+             reply](bus_peer_frame& theirs) mutable {
+              take_reply(id, to, theirs);
               if (--*pending == 0)
                 promise.deliver(reply);
             },
@@ -371,7 +430,7 @@ void caf_bus_state::after_unsubscribe(const bus_table::entry& gone) {
   if (interest().count({gone.subject, gone.group}))
     return;
   for (const auto& [id, p] : peers)
-    send_interest(p.handle);
+    send_interest(id, p.handle);
 }
 
 void caf_bus_state::unsubscribe(uint64_t id) {
@@ -411,10 +470,9 @@ caf::result<bus_message> caf_bus_state::request(bus_request& req) {
   return promise;
 }
 
-bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
+bus_peer_frame caf_bus_state::receive(bus_peer_frame& frame) {
   // A peer's frame is input from another process: checked, decoded whole,
   // and dropped (counted) when it is not what it claims to be.
-  auto& sys = self->home_system();
   auto sender = caf::actor_cast<caf_bus_actor>(self->current_sender());
   if (!bus_valid_node_id(frame.node_id) || frame.node_id == settings.node_id || !sender) {
     if (env.stats)
@@ -423,37 +481,35 @@ bus_ack caf_bus_state::receive(bus_peer_frame& frame) {
   }
   if (frame.kind == bus_frame_sync)
     return {};  // answered after every forward the peer sent before it
-  if (frame.kind == bus_frame_interest) {
-    bus_interest i;
-    if (!decode(sys, frame.body, i) || i.subjects.size() != i.groups.size() ||
-        i.subjects.size() > settings.max_interest) {
-      if (env.stats)
-        env.stats->bus.count_dropped("undecodable");
-      return {};
-    }
-    if (auto p = peers.find(frame.node_id); p != peers.end() && p->second.handle != sender) {
-      // The node restarted (a new facade under the same id) before its old
-      // link was seen to break: the new handle replaces the old, and learns
-      // what this node wants, which it cannot know yet.
-      log::info("bus", "peer came back under a new handle", {{"peer", frame.node_id}});
-      self->demonitor(p->second.handle.address());
-      peers.erase(p);
-      release();
-    }
-    if (!peers.count(frame.node_id))
-      add_peer(frame.node_id, sender);
-    if (auto p = peers.find(frame.node_id); p != peers.end()) {
-      p->second.wants.clear();
-      for (size_t k = 0; k < i.subjects.size(); ++k)
-        if (bus_valid_name(i.subjects[k]) && (i.groups[k].empty() || bus_valid_name(i.groups[k])))
-          p->second.wants.emplace(i.subjects[k], i.groups[k]);
-    }
+  if (frame.kind != bus_frame_interest) {
+    // Forwards come as bus_peer_forward; any other kind is not a frame.
+    if (env.stats)
+      env.stats->bus.count_dropped("undecodable");
     return {};
   }
-  // Forwards come as bus_peer_forward; any other kind is not a frame.
-  if (env.stats)
-    env.stats->bus.count_dropped("undecodable");
-  return {};
+  auto wants = decode_interest(frame);
+  if (!wants)
+    return {};
+  // A node id is bound to the process this node reached by its own connect
+  // to the registry's address for it, never to whoever claims it: interest
+  // from any other process waits for that connect to agree.
+  if (auto p = peers.find(frame.node_id); p != peers.end() && p->second.node == sender->node()) {
+    p->second.wants = std::move(*wants);
+    release();
+    return interest_frame();
+  }
+  auto k = known.find(frame.node_id);
+  if (k == known.end()) {
+    // Not listed (yet): dropped; once listed, this node connects and the
+    // answer to its own interest frame carries the peer's.
+    if (env.stats)
+      env.stats->bus.count_dropped("unknown_peer");
+    return {};
+  }
+  k->second.pending.emplace(sender->node(), std::move(*wants));
+  if (!k->second.connecting)
+    connect(k->second);
+  return interest_frame();
 }
 
 void caf_bus_state::receive(bus_peer_forward& frame) {
@@ -467,9 +523,9 @@ void caf_bus_state::receive(bus_peer_forward& frame) {
       env.stats->bus.count_dropped("undecodable");
     return;
   }
-  // A forward counts only from the handle this node knows under that id:
-  // a peer cannot speak for another node it is not.
-  if (auto p = peers.find(frame.node_id); p == peers.end() || p->second.handle != sender) {
+  // A forward counts only from the process this node connected to under
+  // that id: a peer cannot speak for another node it is not.
+  if (auto p = peers.find(frame.node_id); p == peers.end() || p->second.node != sender->node()) {
     if (env.stats)
       env.stats->bus.count_dropped("unknown_peer");
     return;
@@ -491,15 +547,48 @@ caf_bus_actor::behavior_type caf_bus_impl(caf_bus_state::ptr self, caf_bus_setti
     self->state.peer_down(down.source);
     self->state.subscriber_down(down.source);
   });
+  // The facade is published: any process past the handshake can send it
+  // anything its interface names. Only the peer frames may come from
+  // another process; the rest is this node's own (and must name a sender,
+  // since an anonymous message could have come from anywhere).
+  auto remote = [self] {
+    if (self->state.local_sender())
+      return false;
+    if (self->state.env.stats)
+      self->state.env.stats->bus.count_dropped("remote_local_only");
+    return true;
+  };
+  auto refused = [] { return make_error(bus_errc::unavailable, "local only"); };
   return {
-    [self](bus_publish& msg) { return self->state.publish(msg); },
-    [self](bus_subscribe& sub) { return self->state.subscribe(sub); },
-    [self](bus_unsubscribe u) { self->state.unsubscribe(u.id); },
-    [self](bus_request& req) { return self->state.request(req); },
+    [self, remote, refused](bus_publish& msg) -> caf::result<bus_ack> {
+      if (remote())
+        return refused();
+      return self->state.publish(msg);
+    },
+    [self, remote, refused](bus_subscribe& sub) -> caf::result<bus_subscription> {
+      if (remote())
+        return refused();
+      return self->state.subscribe(sub);
+    },
+    [self, remote](bus_unsubscribe u) {
+      if (!remote())
+        self->state.unsubscribe(u.id);
+    },
+    [self, remote, refused](bus_request& req) -> caf::result<bus_message> {
+      if (remote())
+        return refused();
+      return self->state.request(req);
+    },
     [self](bus_peer_frame& frame) { return self->state.receive(frame); },
     [self](bus_peer_forward& frame) { self->state.receive(frame); },
-    [self](bus_peers& live) { self->state.update_peers(live); },
-    [self](bus_request_expired& e) { self->state.requests->expire(e.inbox); },
+    [self, remote](bus_peers& live) {
+      if (!remote())
+        self->state.update_peers(live);
+    },
+    [self, remote](bus_request_expired& e) {
+      if (!remote())
+        self->state.requests->expire(e.inbox);
+    },
   };
 }
 

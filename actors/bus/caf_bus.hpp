@@ -30,6 +30,7 @@ struct caf_bus_state {
 
   struct peer {
     caf_bus_actor handle;
+    caf::node_id node;  // the process this node's own connect reached
     std::set<interest_key> wants;
     // Flow control: forwards sent to it, and how many of them it confirmed
     // having taken (a sync frame answered after them in its mailbox).
@@ -46,6 +47,10 @@ struct caf_bus_state {
   };
   struct known_peer {
     bus_peer_info info;
+    // What a process that is not (yet) the one this node connected to under
+    // this id said it wants: taken once a connect to the registry's address
+    // reaches that same process.
+    std::optional<std::pair<caf::node_id, std::set<interest_key>>> pending;
     bool connecting = false;
     steady_time next_attempt{};
     std::chrono::milliseconds backoff{0};
@@ -67,17 +72,22 @@ struct caf_bus_state {
   caf::result<bus_subscription> subscribe(bus_subscribe& sub);
   void unsubscribe(uint64_t id);
   caf::result<bus_message> request(bus_request& req);
-  bus_ack receive(bus_peer_frame& frame);
+  bus_peer_frame receive(bus_peer_frame& frame);
   void receive(bus_peer_forward& frame);
   void update_peers(bus_peers& live);
   void peer_down(const caf::actor_addr& who);
   void subscriber_down(const caf::actor_addr& who);
+  // The message being handled comes from an actor of this process.
+  bool local_sender() const;
 
  private:
   std::set<interest_key> interest() const;
   bus_peer_frame interest_frame() const;
-  void add_peer(const std::string& node_id, caf_bus_actor handle);
-  void send_interest(const caf_bus_actor& to);
+  void add_peer(const std::string& node_id, caf_bus_actor handle, caf::node_id node);
+  void send_interest(const std::string& id, const caf_bus_actor& to);
+  // A peer's answer to this node's interest frame: its own interest.
+  void take_reply(const std::string& id, const caf_bus_actor& from, bus_peer_frame& reply);
+  std::optional<std::set<interest_key>> decode_interest(const bus_peer_frame& frame);
   void connect(known_peer& k);
   void route(bus_message msg);
   // Routes `msg` now, or holds it (with its ack) behind the messages

@@ -36,7 +36,8 @@ bus_subscriber_actor spawn_bus_subscriber(caf::actor_system& sys, std::shared_pt
     return {
       [self, inbox, replier](bus_message& msg) {
         if (replier && !msg.reply_to.empty())
-          caf::anon_send(replier, bus_publish{msg.reply_to, "re:" + msg.payload, ""});
+          self->request(replier, caf::infinite, bus_publish{msg.reply_to, "re:" + msg.payload, ""})
+            .then([](bus_ack) {}, [](caf::error&) {});
         inbox->push(std::move(msg));
       },
       [inbox](bus_lagged& lag) { inbox->push(std::move(lag)); },

@@ -12,6 +12,8 @@
 #include <caf/io/middleman.hpp>
 #include <pqxx/pqxx>
 
+#include "actors/bus/caf_bus_settings.hpp"
+#include "messages/register_types.hpp"
 #include "tests/actors/bus/bus_harness.hpp"
 
 namespace waggle::testing {
@@ -104,55 +106,90 @@ TEST_F(caf_bus, ANodeRestartedUnderItsIdHearsAndIsHeardAgain) {
 
 // A peer that takes forwards but confirms none (its syncs go unanswered
 // until it is told to catch up), standing in for a node that stopped
-// reading: the publishing node sends it at most a window of forwards, then
-// holds its publishers' acks instead of queueing without bound in the link.
+// reading: its own process (actor system and middleman port), registered
+// like a node, so that node 0 connects to it. Node 0 sends it at most a
+// window of forwards, then holds its publishers' acks instead of queueing
+// without bound in the link.
 struct stalled_peer_state {
-  std::shared_ptr<std::atomic<int>> taken = std::make_shared<std::atomic<int>>(0);
-  std::vector<caf::response_promise> syncs;
+  std::shared_ptr<std::atomic<int>> taken;
+  std::vector<caf::typed_response_promise<bus_peer_frame>> syncs;
   bool stalled = true;
 };
 
-caf::behavior stalled_peer(caf::stateful_actor<stalled_peer_state>* self, caf::actor target,
-                           std::string interest, std::shared_ptr<std::atomic<int>> taken) {
+struct stalled_config : caf::actor_system_config {
+  stalled_config() {
+    register_types(*this);
+    configure_caf_bus(*this, 1);
+  }
+};
+
+caf_bus_actor::behavior_type stalled_peer(
+  caf_bus_actor::stateful_pointer<stalled_peer_state> self,
+  std::shared_ptr<std::atomic<int>> taken) {
   self->state.taken = std::move(taken);
-  std::vector<char> buf;
-  caf::binary_serializer sink{self->home_system(), buf};
-  bus_interest i{{interest}, {""}};
-  (void) sink(i);
-  self->send(target, bus_peer_frame{"caf-stalled", bus_frame_interest,
-                                    std::string(buf.begin(), buf.end())});
+  auto nothing = [] { return make_error(bus_errc::unavailable, "a stand-in"); };
   return {
-    [self](bus_peer_forward&) { ++*self->state.taken; },
-    [self](bus_peer_frame& f) -> caf::result<bus_ack> {
+    [nothing](bus_publish&) -> caf::result<bus_ack> { return nothing(); },
+    [nothing](bus_subscribe&) -> caf::result<bus_subscription> { return nothing(); },
+    [](bus_unsubscribe) {},
+    [nothing](bus_request&) -> caf::result<bus_message> { return nothing(); },
+    [self](bus_peer_frame& f) -> caf::result<bus_peer_frame> {
+      if (f.kind == bus_frame_sync && f.node_id == "resume") {
+        self->state.stalled = false;
+        for (auto& rp : self->state.syncs)
+          rp.deliver(bus_peer_frame{});
+        self->state.syncs.clear();
+        return bus_peer_frame{};
+      }
       if (f.kind != bus_frame_sync || !self->state.stalled)
-        return bus_ack{};
-      auto rp = self->make_response_promise();
+        return bus_peer_frame{};
+      auto rp = self->make_response_promise<bus_peer_frame>();
       self->state.syncs.push_back(rp);
-      return caf::delegated<bus_ack>{};
+      return rp;
     },
-    [self](bus_ack) {},
-    [self](caf::atom_value) {
-      self->state.stalled = false;
-      for (auto& rp : self->state.syncs)
-        rp.deliver(bus_ack{});
-      self->state.syncs.clear();
-    },
+    [self](bus_peer_forward&) { ++*self->state.taken; },
+    [](bus_peers&) {},
+    [](bus_request_expired&) {},
   };
 }
 
 TEST_F(caf_bus, APeerThatStopsReadingHoldsPublishersNotMemory) {
-  h = make_caf_bus_harness(2, [](size_t, caf_bus_settings& s) { s.window = 64; });
-  auto remote = h->system(1).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
-                                                                      port_of("caf-node-0"));
-  ASSERT_TRUE(remote) << h->system(1).render(remote.error());
+  h = make_caf_bus_harness(1, [](size_t, caf_bus_settings& s) { s.window = 64; });
+  stalled_config cfg;
+  caf::actor_system stand_in_sys{cfg};
   auto taken = std::make_shared<std::atomic<int>>(0);
-  auto peer = h->system(1).spawn(stalled_peer, caf::actor_cast<caf::actor>(*remote),
-                                 std::string{"flow"}, taken);
-  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.peers.load() == 2; }));
+  auto peer = stand_in_sys.spawn(stalled_peer, taken);
+  auto port = stand_in_sys.middleman().publish(peer, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port);
+  {
+    pqxx::connection c(h->database_url());
+    pqxx::nontransaction q(c);
+    q.exec_params("INSERT INTO bus_nodes (node_id, address, port, protocol_version)"
+                  " VALUES ('caf-stalled', '127.0.0.1', $1, 1)",
+                  static_cast<int>(*port));
+  }
+  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.peers.load() == 1; }));
+  // What the stand-in wants, sent from its process as a node would.
+  std::vector<char> buf;
+  caf::binary_serializer sink{stand_in_sys, buf};
+  bus_interest wants{{"flow"}, {""}};
+  ASSERT_FALSE(sink(wants));
+  auto zero = stand_in_sys.middleman().remote_actor<caf_bus_actor>("127.0.0.1",
+                                                                    port_of("caf-node-0"));
+  ASSERT_TRUE(zero);
+  caf::scoped_actor as_peer{stand_in_sys};
+  as_peer->send(*zero, bus_peer_frame{"caf-stalled", bus_frame_interest,
+                                      std::string(buf.begin(), buf.end())});
 
   constexpr int total = 1000;
   auto acked = std::make_shared<std::atomic<int>>(0);
   auto bus = h->bus(0);
+  EXPECT_TRUE(eventually([&] {
+    // Once node 0 knows the interest, a probe publish reaches the stand-in.
+    (void) bus_publish_to(h->system(0), bus, bus_publish{"flow", "probe", ""});
+    return taken->load() > 0;
+  }));
+  int before = taken->load();
   h->system(0).spawn([bus, acked](caf::event_based_actor* self) {
     for (int i = 0; i < total; ++i)
       self->request(bus, caf::infinite, bus_publish{"flow", std::to_string(i), ""})
@@ -163,9 +200,9 @@ TEST_F(caf_bus, APeerThatStopsReadingHoldsPublishersNotMemory) {
   EXPECT_LE(taken->load(), 64) << "forwards beyond the window went to a peer that confirmed none";
   EXPECT_LT(acked->load(), total) << "every publish was acknowledged into an unbounded link";
 
-  caf::anon_send(peer, caf::atom("resume"));
-  EXPECT_TRUE(eventually([&] { return acked->load() == total && taken->load() == total; }))
-    << "acked " << acked->load() << ", taken " << taken->load();
+  as_peer->send(peer, bus_peer_frame{"resume", bus_frame_sync, ""});
+  EXPECT_TRUE(eventually([&] { return acked->load() == total && taken->load() >= total + before; }))
+    << "acked " << acked->load() << ", taken " << taken->load() << " (" << before << " probes)";
   caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
 }
 
@@ -192,7 +229,7 @@ TEST_F(caf_bus, ANodeOfAnotherProtocolVersionIsRefused) {
 }
 
 TEST_F(caf_bus, AMalformedFrameFromAPeerIsCountedAndDropped) {
-  h = make_caf_bus_harness(2);
+  h = make_caf_bus_harness(3);
   auto zero = subscribe(0, "robust");
   auto remote = h->system(1).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
                                                                       port_of("caf-node-0"));
@@ -206,14 +243,37 @@ TEST_F(caf_bus, AMalformedFrameFromAPeerIsCountedAndDropped) {
   self->send(*remote, bus_peer_forward{"caf-node-1", garbage});
   EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("undecodable") == 5; }))
     << "dropped: " << h->stats(0)->bus.dropped("undecodable");
-  // A well-formed forward that claims to be node 1 but does not come from
-  // node 1's bus is not delivered: a peer cannot speak for another node.
+  // A well-formed forward that claims to be node 1 but comes from another
+  // process (node 2's) is not delivered, nor are an interest frame claiming
+  // node 1 or one naming a node the registry does not list; and the local-
+  // only part of the published interface refuses a remote sender.
+  auto from2 = h->system(2).middleman().remote_actor<caf_bus_actor>("127.0.0.1",
+                                                                     port_of("caf-node-0"));
+  ASSERT_TRUE(from2);
+  caf::scoped_actor other{h->system(2)};
+  // (A node's first interest frame can come before the registry lists it
+  // here: that one was dropped as unknown too.)
+  const auto unknown_before = h->stats(0)->bus.dropped("unknown_peer");
   std::vector<char> buf;
-  caf::binary_serializer sink{h->system(1), buf};
+  caf::binary_serializer sink{h->system(2), buf};
   bus_forward spoof{"robust", "spoofed", "", true, {}};
   ASSERT_FALSE(sink(spoof));
-  self->send(*remote, bus_peer_forward{"caf-node-1", std::string(buf.begin(), buf.end())});
-  EXPECT_TRUE(eventually([&] { return h->stats(0)->bus.dropped("unknown_peer") == 1; }));
+  other->send(*from2, bus_peer_forward{"caf-node-1", std::string(buf.begin(), buf.end())});
+  std::vector<char> ibuf;
+  caf::binary_serializer isink{h->system(2), ibuf};
+  bus_interest steal{{"robust"}, {""}};
+  ASSERT_FALSE(isink(steal));
+  other->send(*from2, bus_peer_frame{"caf-node-9", bus_frame_interest,
+                                     std::string(ibuf.begin(), ibuf.end())});
+  other->send(*from2, bus_publish{"robust", "injected", ""});
+  other->send(*from2, bus_unsubscribe{1});
+  other->send(*from2, bus_peers{});
+  EXPECT_TRUE(eventually([&] {
+    return h->stats(0)->bus.dropped("unknown_peer") == unknown_before + 2 &&
+           h->stats(0)->bus.dropped("remote_local_only") == 3;
+  })) << "unknown_peer " << h->stats(0)->bus.dropped("unknown_peer") << ", remote_local_only "
+      << h->stats(0)->bus.dropped("remote_local_only");
+  EXPECT_EQ(h->stats(0)->bus.peers.load(), 2) << "a fake bus_peers list changed the peers";
   ASSERT_TRUE(bus_publish_to(h->system(1), h->bus(1), bus_publish{"robust", "fine", ""}));
   EXPECT_EQ(zero->next()->payload, "fine") << "the node stopped serving";
 }
