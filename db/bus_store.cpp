@@ -41,6 +41,10 @@ std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string
                                        std::chrono::milliseconds statement_timeout) {
   using namespace std::chrono_literals;
   auto conn = std::make_unique<pqxx::connection>(replica_conninfo(url, "bus-" + role, 10s));
+  // A broken connection throws, never reconnects behind the driver's back:
+  // the actor that owns it decides, and a reconnect is never unnoticed (a
+  // silent one would drop this SET, and a listener's LISTENs, unseen).
+  conn->inhibit_reactivation(true);
   if (statement_timeout.count() > 0) {
     pqxx::nontransaction tx(*conn);
     tx.exec("SET statement_timeout = " + std::to_string(statement_timeout.count()));
@@ -176,7 +180,14 @@ std::string current_snapshot(pqxx::connection& conn, std::string* taken_at) {
 
 std::string server_started(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
-  return tx.exec("SELECT pg_postmaster_start_time()::text")[0][0].c_str();
+  // The postmaster's start time changes with a restart or another server;
+  // a crash of one backend (restart_after_crash) keeps the postmaster but
+  // reinitialises shared memory and replays WAL, discarding the cumulative
+  // statistics, which sets stats_reset: that changes then too.
+  return tx
+    .exec("SELECT pg_postmaster_start_time()::text || ' ' ||"
+          "       coalesce((SELECT stats_reset::text FROM pg_stat_bgwriter), '')")[0][0]
+    .c_str();
 }
 
 std::vector<std::pair<int64_t, std::string>> claim(
@@ -201,7 +212,11 @@ std::vector<std::pair<int64_t, std::string>> claim(
         "INSERT INTO bus_claims (message_id, grp, node_id)"
         " SELECT w.id, w.grp, $3 FROM unnest($1::bigint[], $2::text[]) AS w(id, grp)"
         "  WHERE EXISTS (SELECT 1 FROM bus_messages m WHERE m.id = w.id)"
-        " ON CONFLICT DO NOTHING RETURNING message_id, grp",
+        // A claim this node made already (its answer lost with a broken
+        // connection, the page read again) is still its own.
+        " ON CONFLICT (message_id, grp) DO UPDATE SET node_id = excluded.node_id"
+        "   WHERE bus_claims.node_id = excluded.node_id"
+        " RETURNING message_id, grp",
         ids.str(), groups.str(), node);
       break;
     } catch (const pqxx::foreign_key_violation&) {

@@ -83,8 +83,10 @@ page fetch(pqxx::connection& conn, int shard, const std::string& since, const st
 // `taken_at`, also the database's clock just after it was taken.
 std::string current_snapshot(pqxx::connection& conn, std::string* taken_at = nullptr);
 
-// When the server a connection reached started (pg_postmaster_start_time):
-// a change means a restart or another server (a promoted standby).
+// When the server a connection reached started (pg_postmaster_start_time),
+// and when it last lost its statistics (which a crash recovery does): a
+// change means a restart, a crash recovery or another server (a promoted
+// standby).
 std::string server_started(pqxx::connection& conn);
 
 // Claims (message, group) pairs for `node`: returns those this node won.

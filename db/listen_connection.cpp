@@ -32,6 +32,11 @@ bool listen_connection::connect(std::string& error) {
   reset();
   try {
     conn_ = std::make_unique<pqxx::connection>(url_);
+    // A reconnect libpqxx made by itself would re-LISTEN unseen, and the
+    // owner would never fetch what the gap's notifications would have
+    // announced: a broken connection throws instead, and the owner
+    // reconnects through connect(), which it follows with a catch-up.
+    conn_->inhibit_reactivation(true);
     // A receiver's constructor issues the LISTEN (libpqxx 6).
     for (const auto& ch : channels_)
       receivers_.push_back(std::make_unique<receiver>(*conn_, ch, arrived_));

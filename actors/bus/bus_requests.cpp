@@ -1,8 +1,31 @@
 #include "actors/bus/bus_requests.hpp"
 
+#include <random>
+
 namespace waggle {
 
-bus_requests::bus_requests(std::string node_id) : prefix_("_INBOX." + std::move(node_id) + ".") {
+namespace {
+
+// Per start of the node: a node restarted under the same id must not take
+// a late reply to its previous run's inbox of the same number for its own.
+std::string run_token() {
+  std::random_device rd;
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    auto v = rd();
+    out.push_back(digits[v & 15]);
+    out.push_back(digits[(v >> 4) & 15]);
+    out.push_back(digits[(v >> 8) & 15]);
+    out.push_back(digits[(v >> 12) & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+bus_requests::bus_requests(std::string node_id)
+  : prefix_("_INBOX." + std::move(node_id) + "." + run_token() + ".") {
 }
 
 std::string bus_requests::open(caf::typed_response_promise<bus_message> promise) {

@@ -1,8 +1,9 @@
 #pragma once
 
 // A driver's open requests (docs/bus.md, "Request and reply"): each has an
-// inbox subject of its own, named after the node so that inboxes never
-// collide across a cluster, and the promise its reply fulfils. The first
+// inbox subject of its own, `_INBOX.<node>.<run>.<n>`, named after the node
+// so that inboxes never collide across a cluster, and after this run of it
+// so that a restarted node never takes its previous run's late replies, and the promise its reply fulfils. The first
 // message on the inbox answers it; later ones, and any after its deadline,
 // are dropped.
 

@@ -31,14 +31,15 @@ bool decode(caf::actor_system& sys, const std::string& body, T& value) {
   return !source(value) && source.remaining() == 0;
 }
 
-// The node an inbox belongs to: "_INBOX.<node>.<n>" -> "<node>".
+// The node an inbox belongs to: "_INBOX.<node>.<run>.<n>" -> "<node>"
+// (node ids have no dots).
 std::string inbox_node(const std::string& subject) {
   if (subject.compare(0, inbox_prefix.size(), inbox_prefix) != 0)
     return {};
-  auto last = subject.rfind('.');
-  if (last <= inbox_prefix.size())
+  auto dot = subject.find('.', inbox_prefix.size());
+  if (dot == std::string::npos || dot == inbox_prefix.size())
     return {};
-  return subject.substr(inbox_prefix.size(), last - inbox_prefix.size());
+  return subject.substr(inbox_prefix.size(), dot - inbox_prefix.size());
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ void pg_bus_state::init(ptr self_ptr, pg_bus_settings s, node_env e) {
 }
 
 void pg_bus_state::enqueue(queued q) {
+  waiting_bytes += q.msg.payload.size();
   waiting.push_back(std::move(q));
   send_batch();
 }
@@ -39,6 +40,7 @@ void pg_bus_state::send_batch() {
          (batch.messages.empty() || bytes + waiting.front().msg.payload.size()
                                       <= settings.max_batch_bytes)) {
     bytes += waiting.front().msg.payload.size();
+    waiting_bytes -= waiting.front().msg.payload.size();
     batch.messages.push_back(waiting.front().msg);
     in_flight.push_back(std::move(waiting.front()));
     waiting.pop_front();
@@ -82,7 +84,8 @@ void pg_bus_state::stored(bus_batch_stored& result) {
 caf::result<bus_ack> pg_bus_state::publish(bus_publish& msg) {
   if (auto err = bus_check(env, msg))
     return err;
-  if (waiting.size() >= settings.max_waiting)
+  if (waiting.size() >= settings.max_waiting ||
+      waiting_bytes + msg.payload.size() > settings.max_waiting_bytes)
     return bus_refuse(env, make_error(bus_errc::overloaded));
   auto promise = self->make_response_promise<bus_ack>();
   enqueue(queued{bus_outgoing{std::move(msg.subject), std::move(msg.payload),
@@ -131,7 +134,9 @@ void pg_bus_state::close_inbox(const std::string& inbox) {
 caf::result<bus_message> pg_bus_state::request(bus_request& req) {
   if (auto err = bus_check(env, req))
     return err;
-  if (waiting.size() >= settings.max_waiting)
+  // Open requests count too: each holds an inbox watch at the fetcher.
+  if (waiting.size() >= settings.max_waiting || requests->size() >= settings.max_waiting ||
+      waiting_bytes + req.payload.size() > settings.max_waiting_bytes)
     return bus_refuse(env, make_error(bus_errc::overloaded));
   auto promise = self->make_response_promise<bus_message>();
   auto inbox = requests->open(promise);

@@ -42,6 +42,7 @@ struct pg_bus_state {
   bus_publisher_actor publisher;
   bus_fetcher_actor fetcher;
   std::deque<queued> waiting;
+  size_t waiting_bytes = 0;  // payload bytes in `waiting`
   std::vector<queued> in_flight;
 
   void init(ptr self_ptr, pg_bus_settings s, node_env e);

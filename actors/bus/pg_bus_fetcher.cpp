@@ -127,8 +127,12 @@ caf::result<bus_ack> bus_fetcher_state::watch(bus_watch& w) {
     } else {
       // Hand over what committed before this watch, so that the new
       // subscriber, added by the facade when this reply arrives, gets only
-      // what commits after.
+      // what commits after. A drain that resumed a failed one ends at that
+      // one's older snapshot: a second drain reads up to now.
+      const bool resumed = !it->second.upto.empty();
       drain(id, it->second);
+      if (resumed)
+        drain(id, it->second);
     }
     if (!w.inbox && registered.count(key) == 0)
       db::bus::set_subscribed(*conn, settings.node_id, w.subject, w.group,

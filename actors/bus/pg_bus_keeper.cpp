@@ -8,19 +8,26 @@ void bus_keeper_state::keep() {
   try {
     if (!conn)
       conn = db::bus::open(settings.database_url, "keeper", settings.statement_timeout);
-    auto now = env.steady_now();
-    if (now - last_heartbeat >= settings.heartbeat) {
+    auto heartbeat_if_due = [this] {
+      auto now = env.steady_now();
+      if (now - last_heartbeat < settings.heartbeat)
+        return;
       if (!db::bus::heartbeat(*conn, settings.node_id))
         self->send(fetcher, bus_tick{1});
       last_heartbeat = now;
-    }
+    };
+    heartbeat_if_due();
     db::bus::expire_nodes(*conn, settings.node_ttl);
-    // A few batches a pass: a backlog shrinks over passes, and no pass
-    // holds the connection long.
-    for (int i = 0; i < 10; ++i)
+    // A few batches a pass, within a second: a backlog shrinks over passes,
+    // and no pass holds the connection long or delays the heartbeat (a node
+    // whose heartbeat waited on garbage could be expired by its peers).
+    const auto start = env.steady_now();
+    for (int i = 0; i < 10 && env.steady_now() - start < std::chrono::seconds{1}; ++i) {
       if (db::bus::collect_garbage(*conn, settings.retention, settings.gc_batch)
           < settings.gc_batch)
         break;
+      heartbeat_if_due();
+    }
   } catch (const std::exception& e) {
     conn.reset();
     log::warn("bus", "keeper: registry or garbage collection failed", {{"error", e.what()}});

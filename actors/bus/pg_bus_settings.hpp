@@ -28,6 +28,7 @@ struct pg_bus_settings {
   std::chrono::milliseconds statement_timeout{10000};
   // Publishes waiting for the publisher beyond this are refused (overloaded).
   size_t max_waiting = 65536;
+  size_t max_waiting_bytes = 256 * 1024 * 1024;
   int gc_batch = 10000;
   db::bus::fetch_bounds fetch;
   size_t max_batch = 256;                  // messages in one publish transaction
