@@ -401,7 +401,12 @@ caf::result<bus_ack> caf_bus_state::publish(bus_publish& msg) {
 caf::result<bus_subscription> caf_bus_state::subscribe(bus_subscribe& sub) {
   if (auto err = bus_check(env, sub))
     return err;
-  const bool is_new = !interest().count({sub.subject, sub.group});
+  const auto current = interest();
+  const bool is_new = !current.count({sub.subject, sub.group});
+  // Peers take at most max_interest pairs from a node and drop a larger
+  // set whole: a pair beyond it is refused here, not silently unheard.
+  if (is_new && current.size() >= settings.max_interest)
+    return bus_refuse(env, make_error(bus_errc::overloaded, "interest pairs at their limit"));
   if (!table.holds(sub.subscriber.address()))
     self->monitor(sub.subscriber);
   bus_subscription reply{table.add(sub.subject, sub.group, sub.subscriber)};
