@@ -45,10 +45,12 @@ std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string
   // the actor that owns it decides, and a reconnect is never unnoticed (a
   // silent one would drop this SET, and a listener's LISTENs, unseen).
   conn->inhibit_reactivation(true);
-  if (statement_timeout.count() > 0) {
-    pqxx::nontransaction tx(*conn);
+  pqxx::nontransaction tx(*conn);
+  // Server markers and read_to_at travel as text and are compared as text:
+  // pin the rendering so a server's TimeZone or DateStyle cannot change it.
+  tx.exec("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'");
+  if (statement_timeout.count() > 0)
     tx.exec("SET statement_timeout = " + std::to_string(statement_timeout.count()));
-  }
   return conn;
 }
 
@@ -273,7 +275,9 @@ std::vector<node_row> live_nodes(pqxx::connection& conn, const std::string& self
   pqxx::nontransaction tx(conn);
   auto r = tx.exec_params(
     "SELECT node_id, address, port, protocol_version FROM bus_nodes"
+    // Nodes of the PostgreSQL driver register no address: nothing to dial.
     " WHERE node_id <> $1 AND heartbeat_at > now() - make_interval(secs => $2)"
+    "   AND address <> '' AND port > 0"
     " ORDER BY node_id",
     self, static_cast<int64_t>(ttl.count()));
   std::vector<node_row> out;

@@ -48,6 +48,12 @@ void configure_caf_bus(caf::actor_system_config& cfg, int32_t protocol_version) 
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.app-identifiers",
           std::vector<std::string>{"waggle-bus-v" + std::to_string(protocol_version)});
+  // A half-open link (a peer's host gone without a FIN) would otherwise
+  // hold its window, and every publish queued behind it, until TCP gives
+  // up after many minutes: BASP heartbeats let the middleman drop a link
+  // that has been silent for five seconds, and the bus reconnects.
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds{1}});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds{5}});
 }
 
 bool bus_valid_node_id(const std::string& id) {

@@ -10,12 +10,14 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
+#include <pqxx/connection>
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/caf_bus_settings.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "actors/support/env.hpp"
 #include "actors/support/log.hpp"
+#include "db/bus_store.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/register_types.hpp"
 
@@ -168,6 +170,14 @@ int run_bus_cli(std::vector<std::string> args) {
   }
   caf::anon_send_exit(bus, caf::exit_reason::user_shutdown);
   sys.await_all_actors_done();
+  // A client node leaves the registry at once rather than at its expiry
+  // (peers and requests would count it live for 30 s).
+  try {
+    pqxx::connection conn{url};
+    db::bus::unregister_node(conn, node_id);
+  } catch (const std::exception&) {
+    // Not reachable now: the row expires by itself.
+  }
   return rc;
 }
 
