@@ -195,12 +195,19 @@ cluster::cluster(const std::string& driver, const std::string& database_url, siz
 }
 
 cluster::~cluster() {
-  caf::anon_send_exit(publisher_, caf::exit_reason::user_shutdown);
+  // Urgent exits: an ordinary one queues behind a step that did not drain
+  // (millions of messages on a quiet machine), and the actor system's
+  // destructor waited minutes for the backlog to be handled.
+  auto kill = [](const auto& who) {
+    caf::anon_send<caf::message_priority::high>(
+      caf::actor_cast<caf::actor>(who), caf::exit_msg{caf::actor_addr{}, caf::exit_reason::kill});
+  };
+  kill(publisher_);
   for (auto& s : subscribers_)
-    caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+    kill(s);
   for (auto* n : {b_.get(), a_.get()})
     if (n)
-      caf::anon_send_exit(n->bus, caf::exit_reason::user_shutdown);
+      kill(n->bus);
   b_.reset();
   a_.reset();
 }
