@@ -40,6 +40,10 @@ const char* to_string(bus_errc code) {
   return "unknown";
 }
 
+bool bus_error_is(const caf::error& err, bus_errc code) {
+  return err.category() == caf::atom("bus") && err.code() == static_cast<uint8_t>(code);
+}
+
 caf::error make_error(bus_errc code, std::string context) {
   if (context.empty())
     return caf::error{static_cast<uint8_t>(code), caf::atom("bus")};

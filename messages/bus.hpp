@@ -57,6 +57,8 @@ enum class bus_errc : uint8_t {
   overloaded = 7,         // the driver's queue toward its transport is full
 };
 caf::error make_error(bus_errc code, std::string context = {});
+// True when `err` is the bus's `code`.
+bool bus_error_is(const caf::error& err, bus_errc code);
 const char* to_string(bus_errc code);
 
 // -- subscriber side --------------------------------------------------------------

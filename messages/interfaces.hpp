@@ -12,6 +12,7 @@
 #include "messages/bus.hpp"
 #include "messages/bus_probe.hpp"
 #include "messages/channels.hpp"
+#include "messages/cluster.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
 #include "messages/fanout.hpp"
@@ -40,6 +41,11 @@ using writer_session_actor
 using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::replies_to<hub_subscribe>::with<hub_ack>,
                                    caf::replies_to<ephemeral_publish>::with<hub_ack>,
+                                   caf::reacts_to<cluster_committed>,
+                                   caf::reacts_to<cluster_ephemeral>,
+                                   caf::reacts_to<cluster_attach>,
+                                   caf::replies_to<cluster_barrier>::with<cluster_barrier_done>,
+                                   caf::replies_to<cluster_sync>::with<cluster_synced>,
                                    caf::reacts_to<hub_unsubscribe>,
                                    caf::reacts_to<channel_revoked>,
                                    caf::reacts_to<access_revoked>>;

@@ -11,6 +11,7 @@
 #include "messages/bus.hpp"
 #include "messages/bus_probe.hpp"
 #include "messages/channels.hpp"
+#include "messages/cluster.hpp"
 #include "messages/communities.hpp"
 #include "messages/delivery.hpp"
 #include "messages/fanout.hpp"
@@ -170,4 +171,21 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- bus probe (messages/bus_probe.hpp) ----------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_deadline))
+  // -- cluster (messages/cluster.hpp) --------------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_local_commit))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_local_ephemeral))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_relay_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_attach))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_committed))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_ephemeral))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_ring))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_tail_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_barrier))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_barrier_done))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_sync))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_synced))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_read_now))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_read_done))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_nodes_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_nodes))
 CAF_END_TYPE_ID_BLOCK(waggle)

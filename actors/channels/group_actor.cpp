@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "actors/fanout/revocations.hpp"
 #include "actors/support/log.hpp"
 #include "actors/support/metrics.hpp"
 #include "actors/trace/trace_recorder.hpp"
@@ -96,8 +97,12 @@ caf::typed_response_promise<ingest_reply> group_state::on_command(const group_re
       .then(traced_reply<group_command_reply>(
               self, env,
               [this, promise, community_id, ev, channel, s](group_command_reply& reply) mutable {
-                promise.deliver(on_command_reply(community_id, ev, reply));
+                auto answer = on_command_reply(community_id, ev, reply);
                 finished(s, community_id, channel);
+                if (reply.result.outcome == write_outcome::stored && ends_access(reply.change))
+                  answer_after_barrier(promise, std::move(answer));
+                else
+                  promise.deliver(std::move(answer));
               }),
             [this, promise, community_id, ev, channel, s](caf::error&) mutable {
               after_uncertain(community_id, ev);
@@ -208,6 +213,37 @@ void group_state::after_commit(int64_t community_id, const event_ptr& ev,
     mark_dirty(community_id, change.channel);
 }
 
+bool group_state::ends_access(const group_change& change) {
+  return !change.removed.empty() || change.deleted || change.became_private;
+}
+
+// A command that ended someone's access is answered once every other node
+// of the cluster has handled the commit, so none of them delivers that
+// someone anything after the OK (docs/scaling.md). A node that did not
+// confirm in time is named in the OK's message: the change is committed,
+// and that node ends the subscriptions when its tail reads it, before
+// anything that committed later.
+void group_state::answer_after_barrier(caf::typed_response_promise<ingest_reply> promise,
+                                       ingest_reply answer) {
+  self->request(hub, std::chrono::seconds(10), cluster_barrier{})
+    .then(
+      [promise, answer](cluster_barrier_done& done) mutable {
+        if (!done.unconfirmed.empty()) {
+          std::string names;
+          for (auto& n : done.unconfirmed)
+            names += (names.empty() ? "" : ", ") + n;
+          answer.reason = "committed; not yet confirmed by node(s) " + names
+                           + ", which end the affected subscriptions when they read it";
+          log::warn("group", "a revocation was not confirmed by every node", {{"nodes", names}});
+        }
+        promise.deliver(std::move(answer));
+      },
+      [promise, answer](caf::error&) mutable {
+        answer.reason = "committed; the cluster did not confirm in time";
+        promise.deliver(std::move(answer));
+      });
+}
+
 // A command whose outcome we cannot trust to describe what committed: a
 // duplicate (its first copy committed, but whoever sent that may never have
 // heard, e.g. after an in-doubt COMMIT or a restart of this actor) or a
@@ -216,28 +252,11 @@ void group_state::after_commit(int64_t community_id, const event_ptr& ev,
 // database. A revocation that turns out unnecessary only makes a client
 // send its REQ again.
 void group_state::after_uncertain(int64_t community_id, const event_ptr& ev) {
-  namespace nip29 = proto::nip29;
-  auto cmd = nip29::parse_group_command(*ev);
+  auto cmd = proto::nip29::parse_group_command(*ev);
   if (!cmd)
     return;
-  switch (cmd->kind) {
-    case nip29::kind_remove_user:
-      for (const auto& u : cmd->users)
-        self->send(hub, channel_revoked{community_id, cmd->group, u.pubkey, false});
-      break;
-    case nip29::kind_leave_request:
-      self->send(hub, channel_revoked{community_id, cmd->group, ev->pubkey, false});
-      break;
-    case nip29::kind_delete_group:
-      self->send(hub, channel_revoked{community_id, cmd->group, "", true});
-      break;
-    case nip29::kind_edit_metadata:
-      if (cmd->is_private.value_or(false))
-        self->send(hub, channel_revoked{community_id, cmd->group, "", false});
-      break;
-    default:
-      break;
-  }
+  for (auto& r : revocations_of(community_id, *ev).channels)
+    self->send(hub, std::move(r));
   mark_dirty(community_id, cmd->group);
 }
 

@@ -88,6 +88,9 @@ struct group_state {
                                 const group_command_reply& reply);
   void after_commit(int64_t community_id, const event_ptr& ev, const group_change& change);
   void after_uncertain(int64_t community_id, const event_ptr& ev);
+  static bool ends_access(const group_change& change);
+  void answer_after_barrier(caf::typed_response_promise<ingest_reply> promise,
+                            ingest_reply answer);
   void mark_dirty(int64_t community_id, const std::string& channel);
 };
 

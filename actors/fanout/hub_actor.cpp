@@ -5,6 +5,8 @@
 #include <optional>
 #include <unordered_set>
 
+#include "actors/fanout/revocations.hpp"
+#include "actors/support/log.hpp"
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip40.hpp"
 
@@ -178,6 +180,16 @@ void hub_state::init(hub_ptr self_ptr, node_env e) {
 }
 
 void hub_state::on_committed(const committed_events& batch) {
+  auto fanned = fan_out(batch.items);
+  if (relay && fanned > 0)
+    self->send(relay, cluster_local_commit{static_cast<uint32_t>(fanned)});
+}
+
+void hub_state::on_cluster_committed(const cluster_committed& batch) {
+  fan_out(batch.items, true);
+}
+
+size_t hub_state::fan_out(const std::vector<ingest_item>& items, bool from_database) {
   // NIP-40: an event that expired between admission and its commit is not
   // fanned out (reads stopped serving it at the same second). The clock is
   // read only for a batch that has an event with an expiration tag, at most
@@ -193,16 +205,36 @@ void hub_state::on_committed(const committed_events& batch) {
       now = env.unix_now();
     return proto::has_expired(*at, *now);
   };
-  for (auto& item : batch.items) {
-    if (expired(*item.ev))
+  size_t fanned = 0;
+  for (auto& item : items) {
+    // In a cluster an event comes twice (see recent_events.hpp); alone, once.
+    if (relay && !recent.first(item.community_id, item.ev->id))
       continue;
+    ++fanned;
     std::shared_ptr<const std::string> raw;
-    for (auto& m : index.find(item.community_id, *item.ev)) {
-      if (!raw)
-        raw = std::make_shared<const std::string>(item.ev->raw);
-      self->send(m.conn, live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
-    }
+    if (!expired(*item.ev))
+      for (auto& m : index.find(item.community_id, *item.ev)) {
+        if (!raw)
+          raw = std::make_shared<const std::string>(item.ev->raw);
+        self->send(m.conn,
+                   live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
+      }
+    // Another node's command that ended someone's access: its actor told
+    // only its own hub. Here it comes in commit order, so the connections
+    // hear the revocation after the event itself and before anything that
+    // committed later (docs/scaling.md).
+    if (from_database)
+      revoke_for(item);
   }
+  return fanned;
+}
+
+void hub_state::revoke_for(const ingest_item& item) {
+  auto r = revocations_of(item.community_id, *item.ev);
+  for (auto& c : r.channels)
+    on_revoked(c);
+  for (auto& a : r.community)
+    on_revoked(a);
 }
 
 hub_ack hub_state::on_subscribe(hub_subscribe& req) {
@@ -231,8 +263,37 @@ void hub_state::on_revoked(const access_revoked& msg) {
 }
 
 hub_ack hub_state::on_ephemeral(const ephemeral_publish& msg) {
-  on_committed(committed_events{{msg.item}});
+  if (fan_out({msg.item}) > 0 && relay)
+    self->send(relay, cluster_local_ephemeral{msg.item});
   return {};
+}
+
+void hub_state::on_cluster_ephemeral(const cluster_ephemeral& msg) { fan_out({msg.item}); }
+
+caf::typed_response_promise<cluster_barrier_done> hub_state::on_barrier() {
+  auto promise = self->make_response_promise<cluster_barrier_done>();
+  // Alone there is no other node to wait for. The relay's own bound (its
+  // per-node requests) comes first; this one only keeps the hub from
+  // holding a promise forever if the relay is gone.
+  if (!relay) {
+    promise.deliver(cluster_barrier_done{});
+    return promise;
+  }
+  self->request(relay, std::chrono::seconds(10), cluster_barrier{})
+    .then([promise](cluster_barrier_done& done) mutable { promise.deliver(std::move(done)); },
+          [promise](caf::error&) mutable {
+            cluster_barrier_done done;
+            done.unconfirmed.push_back("(the cluster relay did not answer)");
+            promise.deliver(std::move(done));
+          });
+  return promise;
+}
+
+void hub_state::on_attach(const cluster_attach& msg) {
+  if (relay == msg.relay)
+    return;
+  relay = msg.relay;
+  log::info("hub", "cluster relay attached", {});
 }
 
 void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.source); }
@@ -244,6 +305,13 @@ hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
     // -- committed events -------------------------------------------------------
     [self](committed_events& batch) { self->state.on_committed(batch); },
     [self](ephemeral_publish& msg) { return self->state.on_ephemeral(msg); },
+    // -- the cluster (docs/scaling.md) ------------------------------------------
+    [self](cluster_committed& batch) { self->state.on_cluster_committed(batch); },
+    [self](cluster_ephemeral& msg) { self->state.on_cluster_ephemeral(msg); },
+    [self](cluster_attach& msg) { self->state.on_attach(msg); },
+    [self](cluster_barrier&) { return self->state.on_barrier(); },
+    // Mailbox order: everything sent here before it has been handled.
+    [](cluster_sync&) { return cluster_synced{}; },
     // -- subscriptions ----------------------------------------------------------
     [self](hub_subscribe& req) { return self->state.on_subscribe(req); },
     [self](hub_unsubscribe& req) { self->state.on_unsubscribe(req); },

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/fanout/recent_events.hpp"
 #include "actors/support/env.hpp"
 #include "messages/interfaces.hpp"
 
@@ -80,8 +81,27 @@ struct hub_state {
   subscription_index index;
   node_env env;
 
+  // In a cluster (docs/scaling.md): the relay that carries this node's
+  // commits and ephemeral events to the others, and the events fanned out
+  // lately, so the copy of a local commit that the cluster tail reads back
+  // is not fanned out again. Alone, neither is used.
+  cluster_relay_actor relay;
+  recent_events recent;
+
   void init(hub_ptr self_ptr, node_env e);
+  // A local commit: fanned out, then the relay rings the other nodes.
   void on_committed(const committed_events& batch);
+  // What the database says committed anywhere: fanned out unless seen.
+  void on_cluster_committed(const cluster_committed& batch);
+  void on_cluster_ephemeral(const cluster_ephemeral& msg);
+  void on_attach(const cluster_attach& msg);
+  // Asks the relay to wait for every other node (answered at once alone).
+  caf::typed_response_promise<cluster_barrier_done> on_barrier();
+  // Fans `items` out; returns how many were new (not seen lately). Items
+  // `from_database` (the tail's) also carry the revocations their events
+  // imply, for commands another node ran.
+  size_t fan_out(const std::vector<ingest_item>& items, bool from_database = false);
+  void revoke_for(const ingest_item& item);
   // Fans one ephemeral event out now; the ack releases the sender's in-flight slot.
   hub_ack on_ephemeral(const ephemeral_publish& msg);
   hub_ack on_subscribe(hub_subscribe& req);

@@ -68,10 +68,6 @@ std::string client_node_id() {
   return "cli-" + proto::to_hex(bytes, sizeof(bytes));
 }
 
-bool is(const caf::error& err, bus_errc code) {
-  return err.category() == caf::atom("bus") && err.code() == static_cast<uint8_t>(code);
-}
-
 }  // namespace
 
 int run_bus_cli(std::vector<std::string> args) {
@@ -158,7 +154,7 @@ int run_bus_cli(std::vector<std::string> args) {
               rc = 0;
             },
             [&](caf::error& err) {
-              if (is(err, bus_errc::no_responders) && std::chrono::steady_clock::now() < deadline) {
+              if (bus_error_is(err, bus_errc::no_responders) && std::chrono::steady_clock::now() < deadline) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
                 again = true;
               } else {

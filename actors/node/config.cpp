@@ -407,6 +407,21 @@ const std::vector<option>& options() {
       "(waggle_bus_probe_*; one not back within min(5 s, this) is lost)",
       "10000"},
      number(&node_config::bus_probe_ms)},
+    {{"--cluster-poll-ms", "WAGGLE_CLUSTER_POLL_MS",
+      "with --bus postgres or caf: how often the cluster tail reads the events other nodes "
+      "committed when no doorbell rang (the latency a lost doorbell costs; never an event)",
+      "500"},
+     number(&node_config::cluster_poll_ms)},
+    {{"--cluster-doorbell", "WAGGLE_CLUSTER_DOORBELL",
+      "on: the cluster tail reads as soon as another node rings; off: on its poll only (a "
+      "metered bus; the tests that show revocations do not depend on doorbells)",
+      "on"},
+     [](node_config& cfg, const std::string& value) {
+       if (value != "on" && value != "off")
+         return false;
+       cfg.cluster_doorbell = value == "on";
+       return true;
+     }},
     {{"--push-gate-cache", "WAGGLE_PUSH_GATE_CACHE",
       "on: batches skip the push gate for communities this node knows have no lease; off (for "
       "several nodes on one database, until the cluster bus carries lease activations): every "
@@ -514,6 +529,8 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "node-id must be 1-64 of [A-Za-z0-9_-]"};
   if (cfg.bus_probe_ms < 100 || cfg.bus_probe_ms > 3'600'000)
     return {ec::invalid, "bus-probe-ms must be within 100..3600000"};
+  if (cfg.cluster_poll_ms < 10 || cfg.cluster_poll_ms > 60'000)
+    return {ec::invalid, "cluster-poll-ms must be within 10..60000"};
   if (cfg.write_policy_fail != "closed" && cfg.write_policy_fail != "open")
     return {ec::invalid, "write-policy-fail must be closed or open"};
   if (cfg.write_policy_queue == 0 || cfg.write_policy_timeout_ms <= 0

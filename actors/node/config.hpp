@@ -137,6 +137,11 @@ struct node_config {
   // How often the node's bus probe times a message round the bus
   // (actors/bus/bus_probe.hpp).
   int64_t bus_probe_ms = 10000;
+  // With a bus that reaches other nodes, how often the cluster tail reads
+  // what every node committed even if no doorbell rang (docs/scaling.md).
+  int64_t cluster_poll_ms = 500;
+  // Off: the tail ignores other nodes' doorbells and reads on its poll only.
+  bool cluster_doorbell = true;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };

@@ -15,6 +15,8 @@
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/inproc_bus.hpp"
+#include "actors/fanout/cluster_relay.hpp"
+#include "actors/fanout/cluster_tail.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "actors/connection/event_admission.hpp"
 #include "actors/communities/management_actor.hpp"
@@ -102,6 +104,8 @@ node::node(node_config cfg, node_env env)
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
   management_ = system_->spawn<caf::detached>(management_actor_impl, std::move(mgmt));
   start_bus();
+  if (cfg_.bus != "inproc")
+    start_cluster();
   trimmer_ = std::thread([this] { trim_loop(); });
 }
 
@@ -130,6 +134,26 @@ void node::start_bus() {
     bus_ = system_->spawn(inproc_bus_impl, env.for_actor("bus"));
   }
   log::info("node", "bus started", {{"driver", cfg_.bus}, {"node_id", node_id_}});
+}
+
+// Cluster fanout (docs/scaling.md): with a bus that reaches other nodes,
+// the tail reads what every node commits and the relay rings the others'
+// doorbells. Both find the hub through the board, so they follow the
+// supervisor's restarts of it.
+void node::start_cluster() {
+  auto current_hub = [board = board_] { return board->get()->hub; };
+  cluster_tail_settings tail_settings;
+  tail_settings.database_url = cfg_.database_url;
+  tail_settings.node_id = node_id_;
+  tail_settings.poll = std::chrono::milliseconds(cfg_.cluster_poll_ms);
+  cluster_tail_ = system_->spawn<caf::detached>(cluster_tail_impl, tail_settings, current_hub,
+                                                env_.for_actor("cluster_tail"));
+  cluster_relay_settings relay_settings;
+  relay_settings.node_id = node_id_;
+  relay_settings.doorbell = cfg_.cluster_doorbell;
+  cluster_relay_ = system_->spawn(cluster_relay_impl, bus_, cluster_tail_, current_hub,
+                                  relay_settings, env_.for_actor("cluster_relay"));
+  log::info("node", "cluster fanout started", {{"node_id", node_id_}});
 }
 
 // Once a second, trim_policy decides whether freed heap goes back to the
@@ -164,6 +188,8 @@ void node::stop() {
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(management_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus_probe_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(cluster_relay_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(cluster_tail_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus_, caf::exit_reason::user_shutdown);
   {
     std::lock_guard guard{conn_mtx_};
@@ -177,6 +203,8 @@ void node::stop() {
   board_->set({});
   management_ = nullptr;  // a strong handle, like the board's
   bus_probe_ = nullptr;
+  cluster_relay_ = nullptr;
+  cluster_tail_ = nullptr;
   bus_ = nullptr;
   system_.reset();
 }

@@ -1,0 +1,265 @@
+#include "actors/fanout/cluster_relay.hpp"
+
+#include <charconv>
+
+#include "actors/support/log.hpp"
+#include "messages/proto/event.hpp"
+
+namespace waggle {
+
+std::string cluster_barrier_subject(const std::string& node_id) {
+  return "waggle.node." + node_id + ".barrier";
+}
+
+std::string cluster_ephemeral_payload(const std::string& origin, const ingest_item& item) {
+  return origin + "\n" + std::to_string(item.community_id) + "\n" + item.ev->raw;
+}
+
+std::optional<cluster_ephemeral_parts> parse_cluster_ephemeral(const std::string& payload) {
+  auto first = payload.find('\n');
+  if (first == std::string::npos)
+    return std::nullopt;
+  auto second = payload.find('\n', first + 1);
+  if (second == std::string::npos)
+    return std::nullopt;
+  cluster_ephemeral_parts out;
+  out.origin = payload.substr(0, first);
+  const char* b = payload.data() + first + 1;
+  const char* e = payload.data() + second;
+  auto [end, ec] = std::from_chars(b, e, out.community_id);
+  if (ec != std::errc{} || end != e || out.community_id <= 0)
+    return std::nullopt;
+  out.raw = payload.substr(second + 1);
+  return out;
+}
+
+void cluster_relay_state::init(ptr self_ptr, bus_actor b, cluster_tail_actor t,
+                               std::function<hub_actor()> hub, cluster_relay_settings s,
+                               node_env e) {
+  self = self_ptr;
+  bus = std::move(b);
+  tail = std::move(t);
+  current_hub = std::move(hub);
+  settings = std::move(s);
+  env = std::move(e);
+  if (settings.doorbell)
+    subjects.emplace_back(cluster_commits_subject, false);
+  subjects.emplace_back(cluster_ephemeral_subject, false);
+  // Last: on_message tells a barrier by it.
+  subjects.emplace_back(cluster_barrier_subject(settings.node_id), false);
+  attach();
+  subscribe_missing();
+  self->delayed_send(self, settings.tick, cluster_relay_tick{});
+}
+
+void cluster_relay_state::attach() {
+  auto hub = current_hub ? current_hub() : hub_actor{};
+  if (!hub || hub == attached)
+    return;
+  self->send(hub, cluster_attach{self});
+  attached = hub;
+}
+
+void cluster_relay_state::subscribe_missing() {
+  if (subscribing)
+    return;
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    if (subjects[i].second)
+      continue;
+    // One at a time: the next waits for this one's answer (or the tick).
+    subscribing = true;
+    self->request(bus, settings.answer_bound, bus_subscribe{subjects[i].first, "", self})
+      .then(
+        [this, i](bus_subscription&) {
+          subjects[i].second = true;
+          subscribing = false;
+          subscribe_missing();
+        },
+        [this, i](caf::error& err) {
+          subscribing = false;
+          log::warn("cluster", "subscribe failed; retrying",
+                    {{"subject", subjects[i].first}, {"error", caf::to_string(err)}});
+        });
+    return;
+  }
+}
+
+void cluster_relay_state::on_message(const bus_message& msg) {
+  if (msg.subject == cluster_commits_subject) {
+    // Its own rings come back too (it subscribes to the subject it rings).
+    if (msg.payload != settings.node_id)
+      self->send(tail, cluster_ring{});
+    return;
+  }
+  if (msg.subject == subjects.back().first) {
+    answer_barrier(msg);
+    return;
+  }
+  if (msg.subject != cluster_ephemeral_subject)
+    return;
+  auto parts = parse_cluster_ephemeral(msg.payload);
+  if (!parts) {
+    log::warn("cluster", "dropped an ephemeral event of another shape", {});
+    return;
+  }
+  if (parts->origin == settings.node_id)
+    return;
+  auto ev = proto::parse_event(parts->raw);
+  if (!ev || !proto::verify_signature(*ev)) {
+    log::warn("cluster", "dropped an ephemeral event that does not verify",
+              {{"origin", parts->origin}});
+    return;
+  }
+  auto hub = current_hub ? current_hub() : hub_actor{};
+  if (hub)
+    self->send(hub, cluster_ephemeral{ingest_item{
+                      parts->community_id, std::make_shared<const proto::event>(std::move(*ev))}});
+}
+
+void cluster_relay_state::on_lagged(const bus_lagged&) {
+  // Doorbells were lost: the tail reads anyway (what it reads is the
+  // database's, so nothing else was).
+  self->send(tail, cluster_ring{});
+}
+
+void cluster_relay_state::on_local_commit() {
+  auto now = env.steady_now();
+  if (now - last_ring >= settings.coalesce) {
+    ring();
+    return;
+  }
+  ring_pending = true;
+  if (!trailing_scheduled) {
+    trailing_scheduled = true;
+    self->delayed_send(self, settings.coalesce - (now - last_ring), cluster_relay_tick{true});
+  }
+}
+
+void cluster_relay_state::ring() {
+  last_ring = env.steady_now();
+  ring_pending = false;
+  publish(cluster_commits_subject, settings.node_id);
+}
+
+void cluster_relay_state::on_local_ephemeral(const cluster_local_ephemeral& msg) {
+  publish(cluster_ephemeral_subject, cluster_ephemeral_payload(settings.node_id, msg.item));
+}
+
+caf::typed_response_promise<cluster_barrier_done> cluster_relay_state::on_barrier() {
+  auto promise = self->make_response_promise<cluster_barrier_done>();
+  auto fail = [promise](std::string why) mutable {
+    cluster_barrier_done done;
+    done.unconfirmed.push_back(std::move(why));
+    promise.deliver(std::move(done));
+  };
+  self->request(tail, settings.answer_bound, cluster_nodes_request{})
+    .then(
+      [this, promise, fail](cluster_nodes& nodes) mutable {
+        if (!nodes.ok)
+          return fail("(the node registry could not be read)");
+        if (nodes.ids.empty())
+          { promise.deliver(cluster_barrier_done{}); return; }
+        struct tally {
+          size_t left;
+          cluster_barrier_done done;
+        };
+        auto t = std::make_shared<tally>(tally{nodes.ids.size(), {}});
+        for (auto& id : nodes.ids) {
+          auto settle = [t, promise, id](bool confirmed) mutable {
+            if (confirmed)
+              ++t->done.confirmed;
+            else
+              t->done.unconfirmed.push_back(id);
+            if (--t->left == 0)
+              promise.deliver(t->done);
+          };
+          self
+            ->request(bus, settings.answer_bound,
+                      bus_request{cluster_barrier_subject(id), settings.node_id,
+                                  settings.barrier_timeout_ms})
+            .then([settle](bus_message&) mutable { settle(true); },
+                  [settle](caf::error&) mutable {
+                    // Fail closed, no_responders included: a node still
+                    // starting (its relay not yet subscribed, or its CAF
+                    // links not yet made) may already hold subscriptions.
+                    settle(false);
+                  });
+        }
+      },
+      [fail](caf::error& err) mutable { fail("(the cluster tail: " + caf::to_string(err) + ")"); });
+  return promise;
+}
+
+void cluster_relay_state::answer_barrier(const bus_message& msg) {
+  if (msg.reply_to.empty())
+    return;
+  auto reply_to = msg.reply_to;
+  // The origin committed before it asked, so a read from now on sees its
+  // commit; the hub answers the sync after the read's batches (mailbox
+  // order), so the revocations they carry have reached the connections.
+  self->request(tail, settings.answer_bound, cluster_read_now{})
+    .then(
+      [this, reply_to](cluster_read_done& done) {
+        auto hub = current_hub ? current_hub() : hub_actor{};
+        if (!done.ok || !hub)
+          return;  // unanswered: the origin reports this node unconfirmed
+        self->request(hub, settings.answer_bound, cluster_sync{})
+          .then([this, reply_to](cluster_synced&) { publish(reply_to, settings.node_id); },
+                [](caf::error&) {});
+      },
+      [](caf::error&) {});
+}
+
+void cluster_relay_state::publish(const std::string& subject, std::string payload) {
+  self->request(bus, settings.answer_bound, bus_publish{subject, std::move(payload), ""})
+    .then([](bus_ack&) {},
+          [subject](caf::error& err) {
+            // A lost ring costs the tail's poll interval, never an event.
+            log::warn("cluster", "publish failed",
+                      {{"subject", subject}, {"error", caf::to_string(err)}});
+          });
+}
+
+void cluster_relay_state::on_trailing() {
+  // The trailing edge: a commit inside the window is always rung for.
+  trailing_scheduled = false;
+  if (!ring_pending)
+    return;
+  auto since = env.steady_now() - last_ring;
+  if (since >= settings.coalesce) {
+    ring();
+  } else {
+    trailing_scheduled = true;
+    self->delayed_send(self, settings.coalesce - since, cluster_relay_tick{true});
+  }
+}
+
+void cluster_relay_state::on_tick() {
+  attach();
+  subscribe_missing();
+  self->delayed_send(self, settings.tick, cluster_relay_tick{});
+}
+
+cluster_relay_actor::behavior_type cluster_relay_impl(cluster_relay_state::ptr self, bus_actor bus,
+                                                      cluster_tail_actor tail,
+                                                      std::function<hub_actor()> current_hub,
+                                                      cluster_relay_settings settings,
+                                                      node_env env) {
+  self->state.init(self, std::move(bus), std::move(tail), std::move(current_hub),
+                   std::move(settings), std::move(env));
+  return {
+    [self](bus_message& msg) { self->state.on_message(msg); },
+    [self](bus_lagged& msg) { self->state.on_lagged(msg); },
+    [self](cluster_local_commit&) { self->state.on_local_commit(); },
+    [self](cluster_local_ephemeral& msg) { self->state.on_local_ephemeral(msg); },
+    [self](cluster_barrier&) { return self->state.on_barrier(); },
+    [self](cluster_relay_tick& tick) {
+      if (tick.trailing)
+        self->state.on_trailing();
+      else
+        self->state.on_tick();
+    },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,104 @@
+#pragma once
+
+// The node's link from its fanout hub to the other nodes (docs/scaling.md):
+// - waggle.cluster.commits: after the hub fans out a local commit, the relay
+//   rings every other node's doorbell (the payload is this node's id; no
+//   events travel: each node reads them from the database, in commit order
+//   and without gaps, through its cluster tail); one ring per `coalesce`
+//   window, with a trailing ring that always follows;
+// - waggle.cluster.ephemeral: ephemeral events, which are stored nowhere,
+//   travel whole (at most once), and reach the other nodes' hubs after their
+//   signatures are checked again (the bus is a network path).
+// A ring from another node wakes the tail; a lag notice wakes it too.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/stateful_actor.hpp>
+
+#include "actors/support/env.hpp"
+#include "messages/interfaces.hpp"
+
+namespace waggle {
+
+struct cluster_relay_settings {
+  std::string node_id;
+  caf::timespan coalesce = std::chrono::milliseconds(2);
+  // How often it checks that the current hub knows it (the supervisor may
+  // have restarted the hub) and retries subscriptions that failed.
+  caf::timespan tick = std::chrono::milliseconds(200);
+  caf::timespan answer_bound = std::chrono::seconds(10);
+  // How long a barrier waits for each other node; one that has not
+  // answered by then is reported unconfirmed.
+  uint32_t barrier_timeout_ms = 2000;
+  // Off: other nodes' rings are not listened to (the tail reads on its poll).
+  bool doorbell = true;
+};
+
+inline constexpr const char* cluster_commits_subject = "waggle.cluster.commits";
+inline constexpr const char* cluster_ephemeral_subject = "waggle.cluster.ephemeral";
+// Where a node answers another's barrier (cluster_barrier in messages/cluster.hpp).
+std::string cluster_barrier_subject(const std::string& node_id);
+
+struct cluster_relay_state {
+  static inline const char* name = "cluster_relay";
+  using ptr = cluster_relay_actor::stateful_pointer<cluster_relay_state>;
+
+  ptr self = nullptr;
+  bus_actor bus;
+  cluster_tail_actor tail;
+  std::function<hub_actor()> current_hub;  // the supervisor's latest hub
+  cluster_relay_settings settings;
+  node_env env;
+
+  hub_actor attached;  // the hub that was last told about this relay
+  // The subjects it subscribes to, and whether each is (a failed subscribe
+  // is retried on the next tick, one at a time).
+  std::vector<std::pair<std::string, bool>> subjects;
+  bool subscribing = false;
+  steady_time last_ring{};
+  bool ring_pending = false;  // a commit came inside the window: ring at its end
+  bool trailing_scheduled = false;
+
+  void init(ptr self, bus_actor bus, cluster_tail_actor tail,
+            std::function<hub_actor()> current_hub, cluster_relay_settings settings, node_env env);
+  void on_message(const bus_message& msg);
+  void on_lagged(const bus_lagged& msg);
+  void on_local_commit();
+  void on_local_ephemeral(const cluster_local_ephemeral& msg);
+  void on_tick();
+  void on_trailing();
+  // This node's command waits for every other node.
+  caf::typed_response_promise<cluster_barrier_done> on_barrier();
+
+ private:
+  void attach();
+  void subscribe_missing();
+  void ring();
+  void publish(const std::string& subject, std::string payload);
+  // Another node's barrier: read, let the hub handle it, then answer.
+  void answer_barrier(const bus_message& msg);
+};
+
+cluster_relay_actor::behavior_type cluster_relay_impl(cluster_relay_state::ptr self, bus_actor bus,
+                                                      cluster_tail_actor tail,
+                                                      std::function<hub_actor()> current_hub,
+                                                      cluster_relay_settings settings,
+                                                      node_env env);
+
+// The ephemeral event's bus payload: origin node, community, the event's
+// JSON, one per line; and back (nullopt: not of that shape).
+std::string cluster_ephemeral_payload(const std::string& origin, const ingest_item& item);
+struct cluster_ephemeral_parts {
+  std::string origin;
+  int64_t community_id = 0;
+  std::string raw;
+};
+std::optional<cluster_ephemeral_parts> parse_cluster_ephemeral(const std::string& payload);
+
+}  // namespace waggle

@@ -1,0 +1,136 @@
+#include "actors/fanout/cluster_tail.hpp"
+
+#include "actors/support/log.hpp"
+#include "db/bus_store.hpp"
+#include "messages/proto/event.hpp"
+
+namespace waggle {
+
+void cluster_tail_state::init(ptr self_ptr, cluster_tail_settings s,
+                              std::function<hub_actor()> hub, node_env e) {
+  self = self_ptr;
+  settings = std::move(s);
+  current_hub = std::move(hub);
+  env = std::move(e);
+  connect();
+  self->delayed_send(self, settings.poll, cluster_tail_tick{true});
+}
+
+bool cluster_tail_state::connect() {
+  if (conn)
+    return true;
+  try {
+    conn = db::bus::open(settings.database_url, "cluster-tail", std::chrono::seconds(10));
+    auto started = db::bus::server_started(*conn);
+    if (since.empty()) {
+      // Where this node starts: what commits from now on. Events committed
+      // before reach its subscribers as history, by REQ.
+      since = db::bus::current_snapshot(*conn, &read_at);
+    } else if (started != server) {
+      // A restart, a crash recovery or a promoted standby: ids below
+      // `since` may come again (fetch_committed says how that read works).
+      log::warn("cluster", "the database server changed; reading by time once",
+                {{"since", read_at}});
+      received_since = read_at;
+    }
+    server = started;
+    return true;
+  } catch (const std::exception& e) {
+    conn.reset();
+    log::warn("cluster", "tail cannot reach the database; retrying", {{"error", e.what()}});
+    return false;
+  }
+}
+
+void cluster_tail_state::on_ring() {
+  if (read_queued)
+    return;
+  read_queued = true;
+  self->send(self, cluster_tail_tick{false});
+}
+
+void cluster_tail_state::on_tick(bool periodic) {
+  if (periodic)
+    self->delayed_send(self, settings.poll, cluster_tail_tick{true});
+  else
+    read_queued = false;
+  if (connect())
+    read();
+}
+
+bool cluster_tail_state::read() {
+  try {
+    std::string upto;
+    std::optional<std::tuple<std::string, int64_t, std::string>> after;
+    db::cluster::committed_page page;
+    do {
+      page = db::cluster::fetch_committed(*conn, since, upto, after, settings.bounds,
+                                          received_since);
+      upto = page.snapshot;
+      cluster_committed batch;
+      batch.items.reserve(page.rows.size());
+      for (auto& row : page.rows) {
+        after.emplace(row.xid, row.community_id, row.id);
+        // The row was validated when it was written; one that does not parse
+        // now (it cannot, short of a hand-edited table) is skipped, loudly.
+        auto ev = proto::parse_event(row.raw);
+        if (!ev) {
+          log::error("cluster", "an event row does not parse; not fanned out",
+                     {{"community_id", std::to_string(row.community_id)}});
+          continue;
+        }
+        batch.items.push_back(
+          ingest_item{row.community_id, std::make_shared<const proto::event>(std::move(*ev))});
+      }
+      if (!batch.items.empty()) {
+        auto hub = current_hub ? current_hub() : hub_actor{};
+        if (hub)
+          self->send(hub, std::move(batch));
+      }
+    } while (page.more);
+    // Every row up to `upto` has gone to the hub: the next read starts there.
+    since = upto;
+    read_at = page.read_at;
+    received_since.clear();
+    return true;
+  } catch (const std::exception& e) {
+    // Nothing moved: the next read covers the same window again, paging from
+    // its start (rows sent before the break come again; the hub drops them).
+    conn.reset();
+    log::warn("cluster", "tail read failed; reconnecting", {{"error", e.what()}});
+    return false;
+  }
+}
+
+cluster_read_done cluster_tail_state::on_read_now() {
+  return cluster_read_done{connect() && read()};
+}
+
+cluster_nodes cluster_tail_state::on_nodes() {
+  cluster_nodes out;
+  if (!connect())
+    return out;
+  try {
+    out.ids = db::cluster::live_node_ids(*conn, settings.node_id, settings.node_ttl);
+    out.ok = true;
+  } catch (const std::exception& e) {
+    conn.reset();
+    log::warn("cluster", "reading the node registry failed", {{"error", e.what()}});
+  }
+  return out;
+}
+
+cluster_tail_actor::behavior_type cluster_tail_impl(cluster_tail_state::ptr self,
+                                                    cluster_tail_settings settings,
+                                                    std::function<hub_actor()> current_hub,
+                                                    node_env env) {
+  self->state.init(self, std::move(settings), std::move(current_hub), std::move(env));
+  return {
+    [self](cluster_ring&) { self->state.on_ring(); },
+    [self](cluster_tail_tick& tick) { self->state.on_tick(tick.periodic); },
+    [self](cluster_read_now&) { return self->state.on_read_now(); },
+    [self](cluster_nodes_request&) { return self->state.on_nodes(); },
+  };
+}
+
+}  // namespace waggle

@@ -1,0 +1,106 @@
+#include "db/cluster_store.hpp"
+
+#include <tuple>
+
+#include <pqxx/binarystring>
+#include <pqxx/result>
+#include <pqxx/nontransaction>
+
+namespace waggle::db::cluster {
+
+namespace {
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+committed_page fetch_committed(
+  pqxx::connection& conn, const std::string& since, const std::string& upto,
+  const std::optional<std::tuple<std::string, int64_t, std::string>>& after, page_bounds bounds,
+  const std::string& received_since) {
+  pqxx::nontransaction tx(conn);
+  // One statement: the snapshot it takes (when `upto` is empty) and the rows
+  // it reads agree. The rows are cut by count in the inner query and then by
+  // bytes, so a long window costs one page's sort, not the window's.
+  //
+  // After a server change, transaction ids that were handed out but never
+  // reached the disk may be handed out again, below `since`'s horizon, to
+  // transactions `since` would call finished. Such a transaction began
+  // after the restart, so after `since` was read (received_at is when its
+  // transaction began): a row is new if `since` did not see it committed,
+  // or if it began after `since` was read. The scan starts a million ids
+  // below `since` (more than a crash loses: the WAL writer flushes every
+  // 200 ms) instead of at `since`'s horizon.
+  const std::string window =
+    received_since.empty()
+      ? "   AND e.commit_xid >= pg_snapshot_xmin($1::pg_snapshot)"
+        "   AND NOT pg_visible_in_snapshot(e.commit_xid, $1::pg_snapshot)"
+        "   AND $8 = ''"
+      : "   AND e.commit_xid >= greatest(pg_snapshot_xmin($1::pg_snapshot)::text::numeric"
+        "                                 - 1000000, 3)::text::xid8"
+        "   AND (NOT pg_visible_in_snapshot(e.commit_xid, $1::pg_snapshot)"
+        "        OR e.received_at >= $8::timestamptz)";
+  auto r = tx.exec_params(
+    "WITH cur AS (SELECT coalesce(nullif($2, '')::pg_snapshot, pg_current_snapshot()) AS s),"
+    " cut AS ("
+    "  SELECT e.community_id, e.commit_xid, e.id, e.raw"
+    "    FROM events e, cur"
+    "   WHERE e.commit_xid < pg_snapshot_xmax(cur.s)"
+    "     AND pg_visible_in_snapshot(e.commit_xid, cur.s)" +
+      window +
+      "     AND e.deleted_at IS NULL"
+      "     AND (nullif($3, '') IS NULL OR (e.commit_xid, e.community_id, e.id)"
+      "          > (nullif($3, '')::xid8, $4::bigint, decode($5, 'hex')))"
+      "   ORDER BY e.commit_xid, e.community_id, e.id"
+      "   LIMIT $6),"
+      " page AS ("
+      "  SELECT c.*, sum(octet_length(c.raw)) OVER (ORDER BY c.commit_xid, c.community_id, c.id)"
+      "                - octet_length(c.raw) AS before"
+      "    FROM cut c)"
+      " SELECT cur.s::text, p.community_id, p.commit_xid::text, p.id, p.raw,"
+      "        (SELECT count(*) FROM page), clock_timestamp()::text"
+      "   FROM cur LEFT JOIN page p ON p.before = 0 OR p.before < $7"
+      "  ORDER BY p.commit_xid, p.community_id, p.id",
+    since, upto, after ? std::get<0>(*after) : std::string{}, after ? std::get<1>(*after) : 0,
+    after ? hex(std::get<2>(*after)) : std::string{}, bounds.rows, bounds.bytes, received_since);
+  committed_page out;
+  if (r.empty())
+    return out;
+  out.snapshot = r[0][0].c_str();
+  out.read_at = r[0][6].c_str();
+  int64_t in_page = r[0][5].as<int64_t>();
+  for (const auto& row : r) {
+    if (row[1].is_null())
+      continue;
+    pqxx::binarystring id(row[3]);
+    out.rows.push_back(
+      committed_row{row[1].as<int64_t>(), row[2].c_str(), id.str(), row[4].c_str()});
+  }
+  out.more = in_page >= bounds.rows || static_cast<int64_t>(out.rows.size()) < in_page;
+  return out;
+}
+
+std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string& self,
+                                       std::chrono::seconds ttl) {
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec_params(
+    "SELECT node_id FROM bus_nodes"
+    " WHERE node_id <> $1 AND heartbeat_at > now() - make_interval(secs => $2)"
+    " ORDER BY node_id",
+    self, static_cast<int64_t>(ttl.count()));
+  std::vector<std::string> out;
+  for (const auto& row : r)
+    out.emplace_back(row[0].c_str());
+  return out;
+}
+
+}  // namespace waggle::db::cluster

@@ -1,0 +1,130 @@
+// The hub in a cluster (docs/scaling.md): a local commit reaches it twice,
+// from the node's writer and from the cluster tail's read of the database,
+// in either order, and is fanned out once; the relay hears of each local
+// commit and ephemeral event, and of nothing the tail brought. Alone (no
+// relay attached) the hub remembers nothing. Under test_coordinator.
+
+#include "actors/fanout/hub_actor.hpp"
+#include "actors/fanout/recent_events.hpp"
+#include "tests/actors/actor_fixture.hpp"
+
+using namespace waggle;
+using namespace waggle::testing;
+
+namespace {
+
+constexpr int64_t now = 1'700'000'000;
+
+event_ptr event_with(std::string content) {
+  proto::event ev;
+  ev.kind = 1;
+  ev.created_at = now;
+  ev.content = std::move(content);
+  proto::sign(ev, std::string(64, '1'));
+  return std::make_shared<const proto::event>(std::move(ev));
+}
+
+struct heard {
+  std::vector<std::string> live;        // contents, in order
+  uint32_t commits = 0;                 // events the relay was told were committed here
+  std::vector<std::string> ephemeral;   // contents the relay was asked to carry
+};
+
+cluster_relay_actor::behavior_type stand_in_relay(cluster_relay_actor::pointer,
+                                                  std::shared_ptr<heard> log) {
+  return {
+    [](const bus_message&) {},
+    [](const bus_lagged&) {},
+    [log](const cluster_local_commit& m) { log->commits += m.events; },
+    [log](const cluster_local_ephemeral& m) { log->ephemeral.push_back(m.item.ev->content); },
+    [](const cluster_relay_tick&) {},
+    [](const cluster_barrier&) { return cluster_barrier_done{}; },
+  };
+}
+
+class hub_cluster_test : public actor_test {
+ protected:
+  std::shared_ptr<heard> log = std::make_shared<heard>();
+  hub_actor hub;
+  cluster_relay_actor relay;
+
+  void SetUp() override {
+    hub = spawn(hub_actor_impl, test_env(now));
+    auto conn = spawn(stand_in_connection,
+                      [l = log](const live_event& ev) { l->live.push_back(ev.ev->content); });
+    caf::anon_send(hub, hub_subscribe{conn, 1, "s", 1, {proto::filter{}}});
+    relay = spawn(stand_in_relay, log);
+    run();
+  }
+};
+
+TEST_F(hub_cluster_test, a_local_commit_read_back_by_the_tail_is_fanned_out_once) {
+  caf::anon_send(hub, cluster_attach{relay});
+  auto a = event_with("a"), b = event_with("b"), c = event_with("c");
+  caf::anon_send(hub, committed_events{{{1, a}, {1, b}}});
+  run();
+  // The tail reads both back, and c, which another node committed.
+  caf::anon_send(hub, cluster_committed{{{1, a}, {1, b}, {1, c}}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(log->commits, 2u) << "the relay rings for local commits only";
+}
+
+TEST_F(hub_cluster_test, the_tail_first_then_the_writer_is_fanned_out_once) {
+  caf::anon_send(hub, cluster_attach{relay});
+  auto a = event_with("a");
+  caf::anon_send(hub, cluster_committed{{{1, a}}});
+  caf::anon_send(hub, committed_events{{{1, a}}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(log->commits, 0u) << "nothing new to ring for: the tail brought it";
+}
+
+TEST_F(hub_cluster_test, the_same_id_in_another_community_is_another_event) {
+  caf::anon_send(hub, cluster_attach{relay});
+  auto a = event_with("a");
+  caf::anon_send(hub, committed_events{{{1, a}}});
+  caf::anon_send(hub, cluster_committed{{{2, a}}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"a"})) << "community 2 has no subscriber";
+  // ...but it was not taken for community 1's copy: a later copy of
+  // community 2's is the duplicate.
+  caf::anon_send(hub, committed_events{{{2, a}}});
+  run();
+  EXPECT_EQ(log->commits, 1u);
+}
+
+TEST_F(hub_cluster_test, ephemeral_events_go_to_the_relay_and_come_back_once) {
+  caf::anon_send(hub, cluster_attach{relay});
+  auto e = event_with("eph");
+  caf::anon_send(hub, ephemeral_publish{{1, e}});
+  run();
+  caf::anon_send(hub, cluster_ephemeral{{1, e}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"eph"}));
+  EXPECT_EQ(log->ephemeral, (std::vector<std::string>{"eph"}));
+}
+
+TEST_F(hub_cluster_test, alone_the_hub_remembers_nothing) {
+  auto a = event_with("a");
+  caf::anon_send(hub, committed_events{{{1, a}}});
+  caf::anon_send(hub, committed_events{{{1, a}}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"a", "a"}))
+    << "without a cluster the hub fans out what it is given, as before";
+  EXPECT_EQ(log->commits, 0u);
+}
+
+TEST(recent_events, forgets_the_oldest_beyond_its_capacity) {
+  recent_events r(2);
+  auto id = [](char c) { return std::string(64, c); };
+  EXPECT_TRUE(r.first(1, id('a')));
+  EXPECT_FALSE(r.first(1, id('a')));
+  EXPECT_TRUE(r.first(1, id('b')));
+  EXPECT_TRUE(r.first(1, id('c')));  // 'a' falls out
+  EXPECT_TRUE(r.first(1, id('a')));
+  EXPECT_FALSE(r.first(1, id('c')));
+  EXPECT_EQ(r.size(), 2u);
+}
+
+}  // namespace
