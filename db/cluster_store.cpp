@@ -89,6 +89,38 @@ committed_page fetch_committed(
   return out;
 }
 
+std::vector<access_change> fetch_access_changes(pqxx::connection& conn, const std::string& since,
+                                                const std::string& upto,
+                                                const std::string& received_since) {
+  pqxx::nontransaction tx(conn);
+  // The same window rule as fetch_committed (see there), with `at` (the
+  // change's transaction start) in place of received_at.
+  const std::string window =
+    received_since.empty()
+      ? "   AND c.commit_xid >= pg_snapshot_xmin($1::pg_snapshot)"
+        "   AND NOT pg_visible_in_snapshot(c.commit_xid, $1::pg_snapshot)"
+        "   AND $3 = ''"
+      : "   AND c.commit_xid >= greatest(pg_snapshot_xmin($1::pg_snapshot)::text::numeric"
+        "                                 - 1000000, 3)::text::xid8"
+        "   AND (NOT pg_visible_in_snapshot(c.commit_xid, $1::pg_snapshot)"
+        "        OR c.at >= $3::timestamptz)";
+  auto r = tx.exec_params(
+    "SELECT c.community_id, c.commit_xid::text, c.seq, coalesce(encode(c.pubkey, 'hex'), '')"
+    "  FROM community_changes c JOIN communities m ON m.id = c.community_id"
+    " WHERE c.commit_xid < pg_snapshot_xmax($2::pg_snapshot)"
+    "   AND pg_visible_in_snapshot(c.commit_xid, $2::pg_snapshot)" +
+      window +
+      "   AND (c.change IN ('removed', 'banned')"
+      "        OR (c.change = 'policy' AND m.policy <> 'open'))"
+      " ORDER BY c.commit_xid, c.seq",
+    since, upto, received_since);
+  std::vector<access_change> out;
+  for (const auto& row : r)
+    out.push_back(access_change{row[0].as<int64_t>(), row[1].c_str(), row[2].as<int64_t>(),
+                                row[3].c_str()});
+  return out;
+}
+
 std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string& self,
                                        std::chrono::seconds ttl) {
   pqxx::nontransaction tx(conn);

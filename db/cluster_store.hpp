@@ -51,6 +51,22 @@ committed_page fetch_committed(
   const std::optional<std::tuple<std::string, int64_t, std::string>>& after, page_bounds bounds,
   const std::string& received_since = {});
 
+// A change of who may use a community that ends someone's access.
+struct access_change {
+  int64_t community_id = 0;
+  std::string xid;     // commit_xid as text
+  int64_t seq = 0;
+  std::string pubkey;  // hex; empty: the community is no longer open to everyone
+};
+
+// The changes of community_changes that end access (a membership removed, a
+// ban, a policy change that leaves the community not open now) committed in
+// the same window as fetch_committed reads, all of them (a window's changes
+// are few: each is one administrative act), ordered by (commit_xid, seq).
+std::vector<access_change> fetch_access_changes(pqxx::connection& conn, const std::string& since,
+                                                const std::string& upto,
+                                                const std::string& received_since = {});
+
 // The ids of the nodes the registry (bus_nodes) holds live, but `self`:
 // heartbeat within `ttl`, whatever their driver.
 std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string& self,

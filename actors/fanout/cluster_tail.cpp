@@ -58,19 +58,50 @@ void cluster_tail_state::on_tick(bool periodic) {
     read();
 }
 
+namespace {
+
+// xid8 text is a decimal number.
+bool xid_before(const std::string& a, const std::string& b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
+}  // namespace
+
 bool cluster_tail_state::read() {
   try {
+    auto hub = current_hub ? current_hub() : hub_actor{};
     std::string upto;
     std::optional<std::tuple<std::string, int64_t, std::string>> after;
     db::cluster::committed_page page;
+    std::vector<db::cluster::access_change> changes;
+    size_t next_change = 0;
+    cluster_committed batch;
+    auto flush = [&] {
+      if (!batch.items.empty() && hub)
+        self->send(hub, std::move(batch));
+      batch = {};
+    };
+    // Who lost access, as the hub's connections must hear it: after the
+    // events of the same and earlier transactions, before later ones.
+    auto revoke_before = [&](const std::string* xid) {
+      while (next_change < changes.size() && (!xid || xid_before(changes[next_change].xid, *xid))) {
+        flush();
+        auto& c = changes[next_change++];
+        if (hub)
+          self->send(hub, access_revoked{c.community_id, c.pubkey});
+      }
+    };
     do {
       page = db::cluster::fetch_committed(*conn, since, upto, after, settings.bounds,
                                           received_since);
-      upto = page.snapshot;
-      cluster_committed batch;
+      if (upto.empty()) {
+        upto = page.snapshot;
+        changes = db::cluster::fetch_access_changes(*conn, since, upto, received_since);
+      }
       batch.items.reserve(page.rows.size());
       for (auto& row : page.rows) {
         after.emplace(row.xid, row.community_id, row.id);
+        revoke_before(&row.xid);
         // The row was validated when it was written; one that does not parse
         // now (it cannot, short of a hand-edited table) is skipped, loudly.
         auto ev = proto::parse_event(row.raw);
@@ -82,12 +113,9 @@ bool cluster_tail_state::read() {
         batch.items.push_back(
           ingest_item{row.community_id, std::make_shared<const proto::event>(std::move(*ev))});
       }
-      if (!batch.items.empty()) {
-        auto hub = current_hub ? current_hub() : hub_actor{};
-        if (hub)
-          self->send(hub, std::move(batch));
-      }
+      flush();
     } while (page.more);
+    revoke_before(nullptr);
     // Every row up to `upto` has gone to the hub: the next read starts there.
     since = upto;
     read_at = page.read_at;
@@ -95,7 +123,8 @@ bool cluster_tail_state::read() {
     return true;
   } catch (const std::exception& e) {
     // Nothing moved: the next read covers the same window again, paging from
-    // its start (rows sent before the break come again; the hub drops them).
+    // its start (rows sent before the break come again; the hub drops them,
+    // and a revocation sent twice only closes what is already closed).
     conn.reset();
     log::warn("cluster", "tail read failed; reconnecting", {{"error", e.what()}});
     return false;

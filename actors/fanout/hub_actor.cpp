@@ -233,8 +233,6 @@ void hub_state::revoke_for(const ingest_item& item) {
   auto r = revocations_of(item.community_id, *item.ev);
   for (auto& c : r.channels)
     on_revoked(c);
-  for (auto& a : r.community)
-    on_revoked(a);
 }
 
 hub_ack hub_state::on_subscribe(hub_subscribe& req) {

@@ -1,19 +1,12 @@
 #include "actors/fanout/revocations.hpp"
 
 #include "messages/proto/nip29.hpp"
-#include "messages/proto/nip43.hpp"
 
 namespace waggle {
 
 revocations revocations_of(int64_t community_id, const proto::event& ev) {
   namespace nip29 = proto::nip29;
   revocations out;
-  if (ev.kind == proto::nip43::kind_member_removed) {
-    for (const auto& tag : ev.tags)
-      if (tag.size() >= 2 && tag[0] == "p")
-        out.community.push_back(access_revoked{community_id, tag[1]});
-    return out;
-  }
   auto cmd = nip29::parse_group_command(ev);
   if (!cmd)
     return out;

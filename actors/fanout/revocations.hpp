@@ -1,8 +1,9 @@
 #pragma once
 
 // The access a stored event may have ended, read from the event alone: a
-// NIP-29 removal, leave, deletion or switch to private of a channel, or a
-// NIP-43 removal from a community (8001, relay-signed). Used where the
+// NIP-29 removal, leave, deletion or switch to private of a channel. (Who
+// lost access to a whole community the cluster tail reads from
+// community_changes, which holds bans and policy changes too.) Used where the
 // outcome in the database is not at hand: the group actor after a command
 // whose outcome is uncertain, and the hub for events another node committed
 // (the cluster tail brings them in commit order, so the revocation reaches
@@ -18,8 +19,7 @@ namespace waggle {
 
 struct revocations {
   std::vector<channel_revoked> channels;
-  std::vector<access_revoked> community;
-  bool empty() const { return channels.empty() && community.empty(); }
+  bool empty() const { return channels.empty(); }
 };
 
 revocations revocations_of(int64_t community_id, const proto::event& ev);

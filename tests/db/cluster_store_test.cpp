@@ -156,5 +156,39 @@ TEST_F(ClusterTailTest, AfterAServerChangeARowSinceCallsSeenIsReadIfReceivedLate
     << "the read by time takes the reused-id row, and not the row `since` saw";
 }
 
+TEST_F(ClusterTailTest, AccessChangesOfTheWindowAreReadInCommitOrder) {
+  auto c = community();
+  auto pk = [](int n) { return proto::pubkey_of(secret(n)); };
+  std::string since = db::bus::current_snapshot(conn());
+  {
+    pqxx::work tx(conn());
+    tx.exec_params("INSERT INTO community_members (community_id, pubkey, role)"
+                   " VALUES ($1, decode($2, 'hex'), 'member')", c, pk(1));
+    tx.commit();
+  }
+  {
+    pqxx::work tx(conn());
+    tx.exec_params("DELETE FROM community_members WHERE community_id = $1"
+                   " AND pubkey = decode($2, 'hex')", c, pk(1));
+    tx.commit();
+  }
+  {
+    pqxx::work tx(conn());
+    tx.exec_params("INSERT INTO community_banned_pubkeys (community_id, pubkey)"
+                   " VALUES ($1, decode($2, 'hex'))", c, pk(2));
+    tx.exec_params("UPDATE communities SET policy = 'closed' WHERE id = $1", c);
+    tx.commit();
+  }
+  auto upto = db::bus::current_snapshot(conn());
+  std::vector<std::string> seen;
+  for (auto& ch : db::cluster::fetch_access_changes(conn(), since, upto))
+    if (ch.community_id == c)
+      seen.push_back(ch.pubkey.empty() ? "(closed)" : ch.pubkey);
+  EXPECT_EQ(seen, (std::vector<std::string>{pk(1), pk(2), "(closed)"}))
+    << "the removal, the ban and the closing, in commit order; the addition is no revocation";
+  EXPECT_TRUE(db::cluster::fetch_access_changes(conn(), upto, db::bus::current_snapshot(conn()))
+                .empty());
+}
+
 }  // namespace
 }  // namespace waggle::pgtest

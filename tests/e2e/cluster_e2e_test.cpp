@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include <pqxx/transaction>
+
 #include "tests/e2e/node_fixture.hpp"
 
 namespace waggle::e2e {
@@ -216,6 +218,36 @@ TEST_P(ClusterE2E, EveryEventPublishedAnywhereReachesEverySubscriberOnce) {
     }
     EXPECT_EQ(got_committed, committed.size()) << "node " << i << " missed committed events";
     EXPECT_EQ(got_ephemeral, ephemeral.size()) << "node " << i << " missed ephemeral events";
+  }
+}
+
+// A ban made anywhere (here as psql would, straight in the table: the
+// trigger queues the change) ends the banned key's subscriptions on every
+// node: each node's tail reads the change in commit order.
+TEST_P(ClusterE2E, ABanEndsTheBannedKeysSubscriptionsOnEveryNode) {
+  const std::string bob = pgtest::secret(12);
+  std::vector<std::unique_ptr<gateway::ws_client>> bobs;
+  for (int i = 0; i < nodes; ++i) {
+    bobs.push_back(login(i, bob));
+    subscribe(*bobs.back(), R"({"kinds":[1]})");
+  }
+  {
+    auto conn = db_->connect();
+    pqxx::work tx(*conn);
+    tx.exec_params("INSERT INTO community_banned_pubkeys (community_id, pubkey)"
+                   " SELECT id, decode($1, 'hex') FROM communities WHERE host = 'alpha.test'",
+                   proto::pubkey_of(bob));
+    tx.commit();
+  }
+  for (int i = 0; i < nodes; ++i) {
+    std::optional<std::string> closed;
+    while (auto f = bobs[i]->read_text(5s))
+      if (f->rfind("[\"CLOSED\",\"live\"", 0) == 0) {
+        closed = *f;
+        break;
+      }
+    ASSERT_TRUE(closed.has_value()) << "node " << i << " did not end the banned key's subscription";
+    EXPECT_NE(closed->find("restricted:"), std::string::npos) << *closed;
   }
 }
 
