@@ -395,7 +395,9 @@ const std::vector<option>& options() {
       "inproc"},
      text(&node_config::bus)},
     {{"--node-id", "WAGGLE_NODE_ID",
-      "this node's id in the cluster, 1-64 of [A-Za-z0-9_-] (empty: a random one each start)", ""},
+      "this node's id in the cluster, 1-64 of [A-Za-z0-9_-] (empty: the short host name and "
+      "the port, e.g. web1-7777, so it survives a restart; random with an ephemeral port)",
+      ""},
      text(&node_config::node_id)},
     {{"--bus-bind", "WAGGLE_BUS_BIND", "address the CAF bus listens on for its peers",
       "127.0.0.1"},

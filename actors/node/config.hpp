@@ -129,7 +129,8 @@ struct node_config {
   int64_t push_completion_delay_ms = 50;  // gateway answers held for one transaction
   bool push_gate_cache = true;            // off for several nodes on one database
   // The bus (docs/bus.md): inproc, postgres or caf; this node's id in the
-  // cluster (empty: a random one per start); where the CAF driver listens.
+  // cluster (empty: host name and port, random with an ephemeral port); where
+  // the CAF driver listens.
   std::string bus = "inproc";
   std::string node_id;
   std::string bus_bind = "127.0.0.1";

@@ -67,6 +67,29 @@ static std::string random_node_id() {
   return proto::to_hex(bytes, sizeof(bytes));
 }
 
+// The host name and the port, so a node keeps its id across restarts (its
+// peers see a restart, not a new node and a dead one); random when the
+// port is ephemeral (0, the tests) or the host name gives nothing usable.
+static std::string default_node_id(uint16_t port) {
+  if (port == 0)
+    return random_node_id();
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0)
+    return random_node_id();
+  std::string id;
+  for (char c : std::string{host}) {
+    if (c == '.')
+      break;  // the short name: ids are at most 64 characters
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    id += ok ? c : '-';
+  }
+  if (id.empty())
+    return random_node_id();
+  id = id.substr(0, 57) + "-" + std::to_string(port);
+  return id;
+}
+
 node::node(node_config cfg, node_env env)
   : cfg_(std::move(cfg)), env_(std::move(env)) {
   db::relay_signer signer;
@@ -87,7 +110,7 @@ node::node(node_config cfg, node_env env)
   sys_cfg_->set("scheduler.max-threads",
                 cfg_.scheduler_threads ? cfg_.scheduler_threads : static_cast<size_t>(cores));
   sys_cfg_->set("work-stealing.moderate-poll-attempts", size_t{0});
-  node_id_ = cfg_.node_id.empty() ? random_node_id() : cfg_.node_id;
+  node_id_ = cfg_.node_id.empty() ? default_node_id(cfg_.port) : cfg_.node_id;
   if (cfg_.bus == "caf")
     configure_caf_bus(*sys_cfg_, caf_bus_settings{}.protocol_version);
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);

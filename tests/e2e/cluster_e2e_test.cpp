@@ -223,6 +223,49 @@ TEST_P(ClusterE2E, EveryEventPublishedAnywhereReachesEverySubscriberOnce) {
   }
 }
 
+// A community added, then archived, anywhere (here in the table, as the
+// command line does) is served, then refused, by every node within the
+// directory's 2 s refresh (each node's directory also refreshes at once on
+// its watcher's NOTIFY). The bound checked is the refresh plus 1.5 s for
+// a loaded machine: a functional deadline, not a timing claim.
+TEST_P(ClusterE2E, ACommunityAddedOrArchivedIsServedOrRefusedByEveryNodeWithinTwoSeconds) {
+  auto nip11 = [&](int i) {
+    return gateway::http_request("127.0.0.1", nodes_[i].port, "GET", "/",
+                                 {{"Host", "gamma.test"}, {"Accept", "application/nostr+json"}},
+                                 {}, 2s)
+      .status;
+  };
+  for (int i = 0; i < nodes; ++i)
+    ASSERT_NE(nip11(i), 200u) << "gamma.test does not exist yet";
+  auto until_all = [&](bool served) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<bool> done(nodes, false);
+    for (int left = nodes; left > 0 && std::chrono::steady_clock::now() - t0 < 10s;) {
+      for (int i = 0; i < nodes; ++i)
+        if (!done[i] && (nip11(i) == 200) == served) {
+          done[i] = true;
+          --left;
+        }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::chrono::steady_clock::now() - t0;
+  };
+  {
+    auto conn = db_->connect();
+    ASSERT_TRUE(db::add_community(*conn, "gamma.test", "Gamma", community_policy::open).has_value());
+  }
+  auto added = until_all(true);
+  EXPECT_LE(added, 3500ms) << "every node serves a new community within the 2 s refresh";
+  {
+    auto conn = db_->connect();
+    pqxx::work tx(*conn);
+    tx.exec("UPDATE communities SET archived_at = now() WHERE host = 'gamma.test'");
+    tx.commit();
+  }
+  auto archived = until_all(false);
+  EXPECT_LE(archived, 3500ms) << "every node refuses an archived community within the refresh";
+}
+
 // A ban made anywhere (here as psql would, straight in the table: the
 // trigger queues the change) ends the banned key's subscriptions on every
 // node: each node's tail reads the change in commit order.
