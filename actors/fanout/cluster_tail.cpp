@@ -1,5 +1,9 @@
 #include "actors/fanout/cluster_tail.hpp"
 
+#include <stdexcept>
+
+#include <caf/scoped_actor.hpp>
+
 #include "actors/support/log.hpp"
 #include "db/bus_store.hpp"
 #include "messages/proto/event.hpp"
@@ -76,10 +80,25 @@ bool cluster_tail_state::read() {
     std::vector<db::cluster::access_change> changes;
     size_t next_change = 0;
     cluster_committed batch;
+    size_t unconfirmed = 0;
     auto flush = [&] {
-      if (!batch.items.empty() && hub)
+      if (!batch.items.empty() && hub) {
+        unconfirmed += batch.items.size();
         self->send(hub, std::move(batch));
+      }
       batch = {};
+      // A node catching up reads pages faster than its hub fans them out:
+      // every few pages it waits for the hub to have taken what was sent
+      // (mailbox order), so the hub's mailbox holds at most that much.
+      if (unconfirmed >= settings.hub_window && hub) {
+        unconfirmed = 0;
+        caf::scoped_actor waiter{self->system()};
+        bool taken = false;
+        waiter->request(hub, std::chrono::seconds(30), cluster_sync{})
+          .receive([&](cluster_synced&) { taken = true; }, [&](caf::error&) {});
+        if (!taken)
+          throw std::runtime_error("the hub did not take the tail's pages within 30 s");
+      }
     };
     // Who lost access, as the hub's connections must hear it: after the
     // events of the same and earlier transactions, before later ones.

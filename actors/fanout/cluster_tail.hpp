@@ -36,6 +36,8 @@ struct cluster_tail_settings {
   std::chrono::seconds node_ttl{30};
   caf::timespan poll = std::chrono::milliseconds(500);
   db::cluster::page_bounds bounds;
+  // Events sent to the hub before the tail waits for it to take them.
+  size_t hub_window = 2048;
 };
 
 struct cluster_tail_state {
