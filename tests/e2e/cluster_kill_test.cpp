@@ -175,4 +175,62 @@ TEST(cluster_kill, a_killed_node_leaves_the_others_serving_and_its_clients_read_
   std::filesystem::remove_all(dir);
 }
 
+// SIGTERM drains one node (its clients closed with 1001, exit 0) while the
+// other nodes' subscriptions carry on: node 2's subscriber receives every
+// event published on node 0, before, during and after node 1's drain.
+TEST(cluster_kill, a_node_drained_by_sigterm_takes_no_other_nodes_subscription_with_it) {
+  ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
+  pgtest::scratch_database db{"cluster_term", pgtest::scratch_database::content::migrated};
+  {
+    auto conn = db.connect();
+    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
+  }
+  auto dir = std::filesystem::temp_directory_path() / ("waggle-term-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::unique_ptr<process>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(start(db.url(), dir, 10 + i));
+    ASSERT_GT(nodes.back()->pid, 0);
+    ASSERT_TRUE(ready(nodes.back()->port)) << "node " << i << " did not become ready";
+  }
+  auto on1 = login(nodes[1]->port, pgtest::secret(21));
+  auto sub2 = login(nodes[2]->port, pgtest::secret(22));
+  sub2->send_text(R"(["REQ","live",{"kinds":[1]}])");
+  while (auto f = sub2->read_text(10s))
+    if (f->rfind("[\"EOSE\"", 0) == 0)
+      break;
+  auto pub = login(nodes[0]->port, pgtest::secret(30));
+  std::vector<std::string> committed;
+  for (int k = 0; k < 60; ++k) {
+    if (k == 20)
+      ASSERT_EQ(::kill(nodes[1]->pid, SIGTERM), 0);
+    auto ev = test::event_builder{pgtest::secret(30)}.kind(1).at(unix_now())
+                .content("tick " + std::to_string(k)).sign();
+    pub->send_text("[\"EVENT\"," + ev.raw + "]");
+    auto ok = pub->read_text(10s);
+    ASSERT_TRUE(ok.has_value());
+    ASSERT_NE(ok->find(",true,"), std::string::npos) << *ok;
+    committed.push_back(ev.id);
+    std::this_thread::sleep_for(20ms);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(nodes[1]->pid, &status, 0), nodes[1]->pid);
+  nodes[1]->pid = 0;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the drained node's exit";
+  while (on1->read_text(1s)) {
+  }
+  EXPECT_EQ(on1->close_code(), 1001) << "the drained node's client is told it is going away";
+  std::map<std::string, int> heard;
+  while (heard.size() < committed.size()) {
+    auto f = sub2->read_text(5s);
+    if (!f)
+      break;
+    if (auto id = id_of_event_frame(*f); !id.empty())
+      ++heard[id];
+  }
+  for (auto& id : committed)
+    EXPECT_EQ(heard[id], 1) << "node 2's subscriber and event " << id;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
