@@ -135,4 +135,20 @@ std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string
   return out;
 }
 
+std::string registry_json(pqxx::connection& conn, std::chrono::seconds ttl) {
+  pqxx::nontransaction tx(conn);
+  // The database renders it: every text is escaped by json_build_object.
+  auto r = tx.exec_params(
+    "SELECT coalesce(json_agg(json_build_object("
+    "         'node_id', node_id, 'address', address, 'port', port,"
+    "         'protocol_version', protocol_version,"
+    "         'started_at', extract(epoch FROM started_at)::bigint,"
+    "         'heartbeat_age_ms', (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint,"
+    "         'live', heartbeat_at > now() - make_interval(secs => $1))"
+    "         ORDER BY node_id), '[]')::text"
+    "  FROM bus_nodes",
+    static_cast<int64_t>(ttl.count()));
+  return r[0][0].c_str();
+}
+
 }  // namespace waggle::db::cluster

@@ -72,4 +72,8 @@ std::vector<access_change> fetch_access_changes(pqxx::connection& conn, const st
 std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string& self,
                                        std::chrono::seconds ttl);
 
+// The registry as an operator reads it (GET /cluster): every row of
+// bus_nodes, with whether its heartbeat is within `ttl`, as a JSON array.
+std::string registry_json(pqxx::connection& conn, std::chrono::seconds ttl);
+
 }  // namespace waggle::db::cluster

@@ -214,6 +214,11 @@ void http_session::handle() {
       return send(method_not_allowed(path, "GET, POST"));
     return handle_listener_registration(*community, host_header);
   }
+  if (path == "/cluster") {
+    if (req_.method() != http::verb::get)
+      return send(method_not_allowed(path, "GET"));
+    return handle_cluster(*community, host_header);
+  }
   return send(make(http::status::not_found, text_plain, "not found: " + std::string(path) + "\n"),
               upgrade);
 }
@@ -443,6 +448,20 @@ void http_session::handle_listener_registration(const community& c, const std::s
     st_->api.listener_registration(c, request_in(host), std::move(done));
   } catch (const std::exception& e) {
     log::warn(st_->api, "listener_registration threw", e.what());
+    on_json_reply({503, R"({"error":"error: internal error"})"});
+  }
+}
+
+void http_session::handle_cluster(const community& c, const std::string& host) {
+  static const std::string timed_out = R"({"error":"error: timed out waiting for the relay"})";
+  if (!st_->api.cluster)
+    return send(make(http::status::not_found, app_json, R"({"error":"not found"})"));
+  const uint64_t seq = await_reply([](http_session& s) { s.on_json_reply({503, timed_out}); });
+  auto done = answer_on_io<http_rpc_reply>(seq, &http_session::on_json_reply);
+  try {
+    st_->api.cluster(c, request_in(host), std::move(done));
+  } catch (const std::exception& e) {
+    log::warn(st_->api, "cluster threw", e.what());
     on_json_reply({503, R"({"error":"error: internal error"})"});
   }
 }

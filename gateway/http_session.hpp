@@ -94,6 +94,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   static constexpr size_t listener_body_limit = 128u << 10;
   size_t body_limit_ = 0;
   void handle_listener_registration(const community& c, const std::string& host);
+  void handle_cluster(const community& c, const std::string& host);
   void on_json_reply(http_rpc_reply reply);
   void on_rpc_reply(http_rpc_reply reply);
   // Arms the reply timeout of a request the node answers; `on_timeout` runs

@@ -121,6 +121,12 @@ struct node_api {
   std::function<void(const community&, http_event_request request,
                      std::function<void(http_rpc_reply)> done)>
     listener_registration;
+  // GET /cluster (docs/scaling.md): NIP-98 by an operator key, verified off
+  // the io threads; `done` gets the registry as JSON, exactly once, from any
+  // thread. Null: 404.
+  std::function<void(const community&, http_event_request request,
+                     std::function<void(http_rpc_reply)> done)>
+    cluster;
   // NIP-11 document for a community (JSON text).
   std::function<std::string(const community&)> relay_info;
   // /readyz: database answers and migrations are current.

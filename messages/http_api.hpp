@@ -33,6 +33,17 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, manage_call_in& x) {
   return f(caf::meta::type_name("manage_call_in"), x.authorization, x.host, x.target, x.body);
 }
+// Node -> HTTP API actor: GET /cluster (docs/scaling.md), an operator's.
+struct cluster_call_in {
+  std::string authorization;
+  std::string host;
+  std::string target;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_call_in& x) {
+  return f(caf::meta::type_name("cluster_call_in"), x.authorization, x.host, x.target);
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, listener_call_in& x) {
   return f(caf::meta::type_name("listener_call_in"), x.list, x.authorization, x.host, x.target,

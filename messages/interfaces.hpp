@@ -103,8 +103,9 @@ using http_submit_actor
 // HTTP API actor: one per NIP-86 call or listener registration; checks its
 // NIP-98 token, asks the management actor or the listener registry, answers
 // through its context's callback and quits.
-using http_api_actor
-  = caf::typed_actor<caf::reacts_to<manage_call_in>, caf::reacts_to<listener_call_in>>;
+using http_api_actor = caf::typed_actor<caf::reacts_to<manage_call_in>,
+                                        caf::reacts_to<listener_call_in>,
+                                        caf::reacts_to<cluster_call_in>>;
 
 // Management actor (detached, own connection): NIP-86 calls, one at a time.
 using management_actor = caf::typed_actor<caf::replies_to<manage_request>::with<manage_reply>>;

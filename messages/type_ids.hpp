@@ -146,6 +146,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- http api (actors/node/http_api_actor) -------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::manage_call_in))
   CAF_ADD_TYPE_ID(waggle, (waggle::listener_call_in))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_call_in))
   // -- bus (messages/bus.hpp) ----------------------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_message))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_lagged))

@@ -2,6 +2,9 @@
 
 #include "actors/communities/management_actor.hpp"
 #include "actors/delivery/listener_registry.hpp"
+#include "actors/support/log.hpp"
+#include "db/bus_store.hpp"
+#include "db/cluster_store.hpp"
 #include "messages/proto/nip98.hpp"
 
 namespace waggle {
@@ -57,6 +60,26 @@ void http_api_state::on_listener(listener_call_in& call) {
           });
 }
 
+void http_api_state::on_cluster(cluster_call_in& call) {
+  auto auth = proto::verify_nip98(call.authorization, "GET", call.host, call.target, "",
+                                  ctx.env.sources.unix_now(), ctx.auth_window, false);
+  if (!auth.ok)
+    return finish({401, json_error_body(auth.err.message())});
+  if (!ctx.operator_pubkeys.count(auth.pubkey))
+    return finish({403, json_error_body("restricted: " + auth.pubkey + " is not an operator")});
+  try {
+    auto conn = db::bus::open(ctx.database_url, "cluster-api", std::chrono::seconds(5));
+    auto nodes = db::cluster::registry_json(*conn, std::chrono::seconds(30));
+    // Node ids and driver names are [A-Za-z0-9_-]: nothing to escape.
+    finish({200, "{\"node\":\"" + ctx.node_id + "\",\"bus\":\"" + ctx.bus
+                   + "\",\"nodes\":" + nodes + "}"});
+  } catch (const std::exception& e) {
+    // The reason stays in the log: it may name the database's address.
+    log::warn("http_api", "GET /cluster could not read the registry", {{"error", e.what()}});
+    finish({503, json_error_body("unavailable: the registry cannot be read")});
+  }
+}
+
 void http_api_state::finish(gateway::http_rpc_reply reply) {
   ctx.done(std::move(reply));
   self->quit();
@@ -68,6 +91,7 @@ http_api_actor::behavior_type http_api_actor_impl(http_api_ptr self, http_api_co
     // -- calls ------------------------------------------------------------------
     [self](manage_call_in& call) { self->state.on_manage(call); },
     [self](listener_call_in& call) { self->state.on_listener(call); },
+    [self](cluster_call_in& call) { self->state.on_cluster(call); },
   };
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "actors/node/node_supervisor.hpp"
@@ -30,6 +31,9 @@ struct http_api_context {
   // when each is needed: either may have been restarted since the call came.
   std::shared_ptr<handle_board> board;
   std::map<std::string, std::string> operator_listeners;  // pubkey -> URL
+  std::set<std::string> operator_pubkeys;                  // GET /cluster
+  std::string database_url;                                // GET /cluster reads the registry
+  std::string node_id, bus;                                // ... and names this node
   // How long the management actor or the registry may take to answer.
   std::chrono::milliseconds answer_timeout{std::chrono::seconds(10)};
   node_env env;  // named "manage-N" or "listener-N"
@@ -48,6 +52,8 @@ struct http_api_state {
   void init(http_api_ptr self_ptr, http_api_context context);
   void on_manage(manage_call_in& call);
   void on_listener(listener_call_in& call);
+  // Blocks on one short query: the node spawns this call's actor detached.
+  void on_cluster(cluster_call_in& call);
 
  private:
   void finish(gateway::http_rpc_reply reply);

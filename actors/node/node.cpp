@@ -252,6 +252,10 @@ gateway::node_api node::api() {
                       std::function<void(gateway::http_rpc_reply)> done) {
     manage(c, std::move(request), std::move(done));
   };
+  api.cluster = [this](const community& c, gateway::http_event_request request,
+                       std::function<void(gateway::http_rpc_reply)> done) {
+    cluster_info(c, std::move(request), std::move(done));
+  };
   api.listener_registration = [this](const community& c, gateway::http_event_request request,
                                      std::function<void(gateway::http_rpc_reply)> done) {
     listener_registration(c, std::move(request), std::move(done));
@@ -480,8 +484,16 @@ void node::listener_registration(const community& c, gateway::http_event_request
                                           std::move(request.body)});
 }
 
+void node::cluster_info(const community& c, gateway::http_event_request request,
+                        std::function<void(gateway::http_rpc_reply)> done) {
+  auto worker = spawn_http_api(c, "cluster-", std::move(done), true);
+  caf::anon_send(worker, cluster_call_in{std::move(request.authorization), std::move(request.host),
+                                         std::move(request.target)});
+}
+
 http_api_actor node::spawn_http_api(const community& c, const std::string& name_prefix,
-                                    std::function<void(gateway::http_rpc_reply)> done) {
+                                    std::function<void(gateway::http_rpc_reply)> done,
+                                    bool detached) {
   http_api_context ctx;
   ctx.community_id = c.id;
   ctx.auth_window = cfg_.auth_window;
@@ -490,6 +502,12 @@ http_api_actor node::spawn_http_api(const community& c, const std::string& name_
   ctx.operator_listeners = cfg_.operator_listeners;
   ctx.env = env_.for_actor(name_prefix + std::to_string(++http_requests_));
   ctx.done = std::move(done);
+  ctx.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
+  ctx.database_url = cfg_.database_url;
+  ctx.node_id = node_id_;
+  ctx.bus = cfg_.bus;
+  if (detached)
+    return system_->spawn<caf::detached>(http_api_actor_impl, std::move(ctx));
   return system_->spawn(http_api_actor_impl, std::move(ctx));
 }
 

@@ -76,7 +76,11 @@ class node {
               std::function<void(gateway::http_rpc_reply)> done);
   // The actor that answers one NIP-86 call or listener registration.
   http_api_actor spawn_http_api(const community& c, const std::string& name_prefix,
-                                std::function<void(gateway::http_rpc_reply)> done);
+                                std::function<void(gateway::http_rpc_reply)> done,
+                                bool detached = false);
+  // GET /cluster: the registry, for an operator (docs/scaling.md).
+  void cluster_info(const community& c, gateway::http_event_request request,
+                    std::function<void(gateway::http_rpc_reply)> done);
 
   node_config cfg_;
   node_env env_;

@@ -48,6 +48,7 @@ class ClusterE2E : public ::testing::TestWithParam<std::string> {
       cfg.node_id = "cluster-" + std::to_string(i);
       // One relay key for the cluster (they sign the same channels' state).
       cfg.relay_key_file = (key_dir_ / "relay.key").string();
+      cfg.operator_pubkeys = {proto::pubkey_of(pgtest::secret(60))};
       if (configure_)
         configure_(i, cfg);
       auto& n = nodes_.emplace_back();
@@ -264,6 +265,33 @@ TEST_P(ClusterE2E, ACommunityAddedOrArchivedIsServedOrRefusedByEveryNodeWithinTw
   }
   auto archived = until_all(false);
   EXPECT_LE(archived, 3500ms) << "every node refuses an archived community within the refresh";
+}
+
+// GET /cluster: the registry for an operator (NIP-98), refused to others.
+TEST_P(ClusterE2E, GetClusterListsEveryNodeForAnOperatorOnly) {
+  auto get = [&](const std::string& sk) {
+    std::string url = "http://alpha.test/cluster";
+    auto auth = signed_event(sk, 27235, "", {{"u", url}, {"method", "GET"}});
+    return gateway::http_request("127.0.0.1", nodes_[1].port, "GET", "/cluster",
+                                 {{"Host", "alpha.test"},
+                                  {"Authorization", "Nostr " + base64(auth.raw)}},
+                                 {}, 5s);
+  };
+  auto ok = get(pgtest::secret(60));
+  ASSERT_EQ(ok.status, 200u) << ok.body;
+  auto d = parse(ok.body);
+  ASSERT_TRUE(d.IsObject()) << ok.body;
+  EXPECT_STREQ(d["node"].GetString(), "cluster-1");
+  EXPECT_EQ(std::string(d["bus"].GetString()), GetParam());
+  std::set<std::string> live;
+  for (auto& n : d["nodes"].GetArray())
+    if (n["live"].GetBool())
+      live.insert(n["node_id"].GetString());
+  EXPECT_EQ(live, (std::set<std::string>{"cluster-0", "cluster-1", "cluster-2"})) << ok.body;
+  EXPECT_EQ(get(pgtest::secret(61)).status, 403u) << "not an operator";
+  auto anonymous = gateway::http_request("127.0.0.1", nodes_[1].port, "GET", "/cluster",
+                                         {{"Host", "alpha.test"}}, {}, 5s);
+  EXPECT_EQ(anonymous.status, 401u) << anonymous.body;
 }
 
 // A ban made anywhere (here as psql would, straight in the table: the
