@@ -170,4 +170,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- bus probe (messages/bus_probe.hpp) ----------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_deadline))
+  // -- bus, NATS driver (messages/bus.hpp) ---------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::nats_delivery))
+  CAF_ADD_TYPE_ID(waggle, (waggle::nats_link_event))
 CAF_END_TYPE_ID_BLOCK(waggle)
