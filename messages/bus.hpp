@@ -360,3 +360,39 @@ typename Inspector::result_type inspect(Inspector& f, bus_forward& x) {
 }
 
 }  // namespace waggle
+
+// -- the NATS driver's own messages (actors/bus/nats_*) -----------------------------
+
+namespace waggle {
+
+// libnats callback -> NATS facade: one message of the NATS subscription
+// `sid` (the subject and reply already mapped back to bus subjects).
+// `seq` is the subscription's delivered count at this message (low 32 bits),
+// which a subscriber that joined a shared subscription compares with the
+// count it joined at; `missed` counts messages of this subscription dropped
+// before this one; `no_responders` marks the server's status message for a
+// request nobody subscribes to.
+struct nats_delivery {
+  int64_t sid = 0;
+  uint32_t seq = 0;
+  uint64_t missed = 0;
+  bool no_responders = false;
+  bus_message msg;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, nats_delivery& x) {
+  return f(caf::meta::type_name("nats_delivery"), x.sid, x.seq, x.missed, x.no_responders, x.msg);
+}
+
+// libnats connection callback -> NATS facade: the link to the server went
+// down or came back (`connected`), or libnats reports an error (`error`).
+struct nats_link_event {
+  bool connected = false;
+  std::string error;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, nats_link_event& x) {
+  return f(caf::meta::type_name("nats_link_event"), x.connected, x.error);
+}
+
+}  // namespace waggle

@@ -194,6 +194,12 @@ using caf_bus_actor = bus_actor::extend<caf::replies_to<bus_peer_frame>::with<bu
                                         caf::reacts_to<bus_request_expired>>;
 using caf_bus_registry_actor = caf::typed_actor<caf::reacts_to<bus_tick>>;
 
+// The NATS bus driver (docs/bus.md, "NATS"): the facade; libnats's threads
+// hand it what the server sends.
+using nats_bus_actor = bus_actor::extend<caf::reacts_to<bus_request_expired>,
+                                         caf::reacts_to<nats_delivery>,
+                                         caf::reacts_to<nats_link_event>>;
+
 // The node's presence on the bus (actors/bus/bus_probe.hpp): a subscriber
 // that answers pings and times its own probes, on its two timers.
 using bus_probe_actor = bus_subscriber_actor::extend<caf::reacts_to<bus_probe_tick>,

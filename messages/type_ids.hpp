@@ -172,6 +172,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- bus probe (messages/bus_probe.hpp) ----------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_tick))
   CAF_ADD_TYPE_ID(waggle, (waggle::bus_probe_deadline))
+  // -- bus, NATS driver (messages/bus.hpp) ---------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::nats_delivery))
+  CAF_ADD_TYPE_ID(waggle, (waggle::nats_link_event))
   // -- cluster (messages/cluster.hpp) --------------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::cluster_local_commit))
   CAF_ADD_TYPE_ID(waggle, (waggle::cluster_local_ephemeral))

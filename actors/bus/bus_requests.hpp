@@ -32,6 +32,9 @@ class bus_requests {
   bool fail(const std::string& inbox, caf::error err);
   bool is_open(const std::string& inbox) const { return open_.count(inbox) > 0; }
   bool is_inbox(const std::string& subject) const;
+  // What every inbox of this run starts with, "_INBOX.<node>.<run>." (a
+  // transport with wildcards takes them all with one subscription).
+  const std::string& prefix() const { return prefix_; }
   size_t size() const { return open_.size(); }
 
  private:

@@ -57,6 +57,35 @@ std::vector<bus_subscriber_actor> bus_table::plain(const std::string& subject) c
   return out;
 }
 
+std::vector<bus_subscriber_actor> bus_table::plain(const std::string& subject,
+                                                   const accept_fn& accept) const {
+  std::vector<bus_subscriber_actor> out;
+  if (auto s = subjects_.find(subject); s != subjects_.end())
+    for (auto id : s->second.plain)
+      if (accept(id))
+        out.push_back(by_id_.at(id).subscriber);
+  return out;
+}
+
+bus_subscriber_actor bus_table::next_member(const std::string& subject, const std::string& group,
+                                            const accept_fn& accept) {
+  auto s = subjects_.find(subject);
+  if (s == subjects_.end())
+    return {};
+  auto g = s->second.groups.find(group);
+  if (g == s->second.groups.end())
+    return {};
+  auto& members = g->second;
+  for (size_t k = 0; k < members.ids.size(); ++k) {
+    auto at = (members.next + k) % members.ids.size();
+    if (!accept(members.ids[at]))
+      continue;
+    members.next = (at + 1) % members.ids.size();
+    return by_id_.at(members.ids[at]).subscriber;
+  }
+  return {};
+}
+
 std::vector<std::string> bus_table::groups(const std::string& subject) const {
   std::vector<std::string> out;
   if (auto s = subjects_.find(subject); s != subjects_.end())

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,6 +42,14 @@ class bus_table {
   std::vector<std::string> groups(const std::string& subject) const;
   // The next member of `group` on `subject`, in turn; null when it has none.
   bus_subscriber_actor next_member(const std::string& subject, const std::string& group);
+  // The same, among the subscriptions `accept` takes (by id): a driver whose
+  // transport hands a message to a subscriber that joined after it was
+  // published leaves that subscriber out (the NATS driver).
+  using accept_fn = std::function<bool(uint64_t)>;
+  std::vector<bus_subscriber_actor> plain(const std::string& subject,
+                                          const accept_fn& accept) const;
+  bus_subscriber_actor next_member(const std::string& subject, const std::string& group,
+                                   const accept_fn& accept);
   // Every plain subscriber and one member of each group: one message's recipients.
   std::vector<bus_subscriber_actor> recipients(const std::string& subject);
 

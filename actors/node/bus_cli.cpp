@@ -14,6 +14,7 @@
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/caf_bus_settings.hpp"
+#include "actors/bus/nats_bus.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "actors/support/env.hpp"
 #include "actors/support/log.hpp"
@@ -31,8 +32,9 @@ int usage(const std::string& what) {
   std::cerr << "usage:\n"
                "  waggle bus publish SUBJECT PAYLOAD [options]\n"
                "  waggle bus request SUBJECT PAYLOAD [--timeout-ms N] [options]\n"
-               "options: --bus postgres|caf (WAGGLE_BUS), --database-url URL "
+               "options: --bus postgres|caf|nats (WAGGLE_BUS), --database-url URL "
                "(WAGGLE_DATABASE_URL),\n"
+               "         --nats-url URL (WAGGLE_NATS_URL; with nats, instead of a database),\n"
                "         --node-id ID (default: cli-<random>), --wait-ms N (how long to ask "
                "again while\n"
                "         nobody responds; default 0, with caf 5000: its peers' interest "
@@ -77,6 +79,7 @@ int run_bus_cli(std::vector<std::string> args) {
   args.erase(args.begin());
   auto driver = take(args, "--bus", from_env("WAGGLE_BUS", "postgres"));
   auto url = take(args, "--database-url", from_env("WAGGLE_DATABASE_URL", ""));
+  auto nats_url = take(args, "--nats-url", from_env("WAGGLE_NATS_URL", "nats://127.0.0.1:4222"));
   auto node_id = take(args, "--node-id", "");
   int64_t timeout_ms = 0, wait_ms = 0;
   try {
@@ -87,9 +90,9 @@ int run_bus_cli(std::vector<std::string> args) {
   }
   if ((verb != "publish" && verb != "request") || args.size() != 2)
     return usage("");
-  if (driver != "postgres" && driver != "caf")
-    return usage("--bus is postgres or caf (an inproc bus has nobody else on it)");
-  if (url.empty())
+  if (driver != "postgres" && driver != "caf" && driver != "nats")
+    return usage("--bus is postgres, caf or nats (an inproc bus has nobody else on it)");
+  if (url.empty() && driver != "nats")
     return usage("no database: set WAGGLE_DATABASE_URL or --database-url");
   if (timeout_ms < 1 || timeout_ms > 600'000 || wait_ms < 0 || wait_ms > 600'000)
     return usage("--timeout-ms must be within 1..600000 and --wait-ms within 0..600000");
@@ -114,6 +117,17 @@ int run_bus_cli(std::vector<std::string> args) {
     s.database_url = url;
     s.node_id = node_id;
     bus = sys.spawn(pg_bus_impl, s, env.for_actor("bus"));
+  } else if (driver == "nats") {
+    nats_bus_settings s;
+    s.url = nats_url;
+    s.node_id = node_id;
+    auto spawned = spawn_nats_bus(sys, s, env);
+    if (!spawned) {
+      std::cerr << "waggle bus: the NATS bus did not start: " << sys.render(spawned.error())
+                << "\n";
+      return 1;
+    }
+    bus = *spawned;
   } else {
     caf_bus_settings s;
     s.database_url = url;
@@ -167,7 +181,9 @@ int run_bus_cli(std::vector<std::string> args) {
   caf::anon_send_exit(bus, caf::exit_reason::user_shutdown);
   sys.await_all_actors_done();
   // A client node leaves the registry at once rather than at its expiry
-  // (peers and requests would count it live for 30 s).
+  // (peers and requests would count it live for 30 s). NATS keeps none.
+  if (driver == "nats")
+    return rc;
   try {
     pqxx::connection conn{url};
     db::bus::unregister_node(conn, node_id);

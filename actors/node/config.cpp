@@ -391,7 +391,8 @@ const std::vector<option>& options() {
      number(&node_config::push_completion_delay_ms)},
     {{"--bus", "WAGGLE_BUS",
       "the bus driver between this node's actors and other nodes (docs/bus.md): inproc, "
-      "postgres (a table and NOTIFY on the primary) or caf (nodes connected directly)",
+      "postgres (a table and NOTIFY on the primary), caf (nodes connected directly) or nats "
+      "(a NATS server, --nats-url)",
       "inproc"},
      text(&node_config::bus)},
     {{"--node-id", "WAGGLE_NODE_ID",
@@ -404,13 +405,17 @@ const std::vector<option>& options() {
      text(&node_config::bus_bind)},
     {{"--bus-port", "WAGGLE_BUS_PORT", "port the CAF bus listens on (0 = ephemeral)", "0"},
      number(&node_config::bus_port)},
+    {{"--nats-url", "WAGGLE_NATS_URL",
+      "the NATS server of --bus nats (max_payload at least 1 MiB; docs/bus.md, \"NATS\")",
+      "nats://127.0.0.1:4222"},
+     text(&node_config::nats_url)},
     {{"--bus-probe-ms", "WAGGLE_BUS_PROBE_MS",
       "how often the node publishes a probe to itself over the bus and times its return "
       "(waggle_bus_probe_*; one not back within min(5 s, this) is lost)",
       "10000"},
      number(&node_config::bus_probe_ms)},
     {{"--cluster-poll-ms", "WAGGLE_CLUSTER_POLL_MS",
-      "with --bus postgres or caf: how often the cluster tail reads the events other nodes "
+      "with --bus postgres, caf or nats: how often the cluster tail reads the events other nodes "
       "committed when no doorbell rang (the latency a lost doorbell costs; never an event)",
       "500"},
      number(&node_config::cluster_poll_ms)},
@@ -525,8 +530,10 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "replica-pool-size must be within 1..1000, replica-acquire-budget-ms "
                          "within 1..10000, replica-read-max-age-ms at least 0, "
                          "heartbeat-interval-ms within 10..60000 and heartbeat-stale-ms above it"};
-  if (cfg.bus != "inproc" && cfg.bus != "postgres" && cfg.bus != "caf")
-    return {ec::invalid, "bus must be inproc, postgres or caf"};
+  if (cfg.bus != "inproc" && cfg.bus != "postgres" && cfg.bus != "caf" && cfg.bus != "nats")
+    return {ec::invalid, "bus must be inproc, postgres, caf or nats"};
+  if (cfg.bus == "nats" && cfg.nats_url.empty())
+    return {ec::invalid, "nats-url must name the NATS server of --bus nats"};
   if (!cfg.node_id.empty() && !bus_valid_node_id(cfg.node_id))
     return {ec::invalid, "node-id must be 1-64 of [A-Za-z0-9_-]"};
   if (cfg.bus_probe_ms < 100 || cfg.bus_probe_ms > 3'600'000)

@@ -128,13 +128,14 @@ struct node_config {
   int64_t push_match_interval_ms = 50;    // under load, a matcher batch at most this often
   int64_t push_completion_delay_ms = 50;  // gateway answers held for one transaction
   bool push_gate_cache = true;            // off for several nodes on one database
-  // The bus (docs/bus.md): inproc, postgres or caf; this node's id in the
-  // cluster (empty: host name and port, random with an ephemeral port); where
-  // the CAF driver listens.
+  // The bus (docs/bus.md): inproc, postgres, caf or nats; this node's id in
+  // the cluster (empty: host name and port, random with an ephemeral port);
+  // where the CAF driver listens; the NATS server of the nats driver.
   std::string bus = "inproc";
   std::string node_id;
   std::string bus_bind = "127.0.0.1";
   uint16_t bus_port = 0;
+  std::string nats_url = "nats://127.0.0.1:4222";
   // How often the node's bus probe times a message round the bus
   // (actors/bus/bus_probe.hpp).
   int64_t bus_probe_ms = 10000;

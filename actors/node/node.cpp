@@ -15,6 +15,7 @@
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/inproc_bus.hpp"
+#include "actors/bus/nats_bus.hpp"
 #include "actors/fanout/cluster_relay.hpp"
 #include "actors/fanout/cluster_tail.hpp"
 #include "actors/bus/pg_bus.hpp"
@@ -152,6 +153,14 @@ void node::start_bus() {
     auto bus = spawn_caf_bus(*system_, s, env);
     if (!bus)
       throw std::runtime_error("the CAF bus did not start: " + system_->render(bus.error()));
+    bus_ = *bus;
+  } else if (cfg_.bus == "nats") {
+    nats_bus_settings s;
+    s.url = cfg_.nats_url;
+    s.node_id = node_id_;
+    auto bus = spawn_nats_bus(*system_, s, env);
+    if (!bus)
+      throw std::runtime_error("the NATS bus did not start: " + system_->render(bus.error()));
     bus_ = *bus;
   } else {
     bus_ = system_->spawn(inproc_bus_impl, env.for_actor("bus"));

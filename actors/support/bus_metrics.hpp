@@ -3,7 +3,7 @@
 // The bus driver's counters (docs/bus.md, "Metrics"), one set per node and
 // rendered with the node's metrics under the label driver="...". Drops and
 // refusals carry a closed set of reasons (bus_errc names, and the drivers'
-// own: "undecodable", "no_subscriber", "lagged").
+// own: "undecodable", "no_subscriber", "lagged", "slow_consumer").
 
 #include <atomic>
 #include <cstdint>
@@ -26,7 +26,7 @@ class bus_metrics {
   std::atomic<uint64_t> notifies{0};     // PostgreSQL: NOTIFYs sent by the doorbell
   std::atomic<uint64_t> fetch_pages{0};  // PostgreSQL: pages fetched from the message table
   std::atomic<int64_t> lag_ms{0};        // PostgreSQL: age of the newest fetched message's publish
-  std::atomic<int64_t> peers{0};         // CAF: peers connected
+  std::atomic<int64_t> peers{0};         // CAF: peers connected; NATS: 1 while connected
   // The node's bus probe (actors/bus/bus_probe.hpp): its own messages round
   // the bus, and the pings it answered for others.
   std::atomic<uint64_t> probes_sent{0};

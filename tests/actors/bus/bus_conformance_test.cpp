@@ -234,9 +234,10 @@ TEST_P(bus_two_nodes, ASubscriberOnAnotherNodeGetsTheMessages) {
   EXPECT_EQ(r->payload, "re:hi");
 }
 
-INSTANTIATE_TEST_SUITE_P(drivers, bus_conformance, ::testing::Values("inproc", "postgres", "caf"),
+INSTANTIATE_TEST_SUITE_P(drivers, bus_conformance,
+                         ::testing::Values("inproc", "postgres", "caf", "nats"),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(drivers, bus_two_nodes, ::testing::Values("postgres", "caf"),
+INSTANTIATE_TEST_SUITE_P(drivers, bus_two_nodes, ::testing::Values("postgres", "caf", "nats"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -6,9 +6,11 @@
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/inproc_bus.hpp"
+#include "actors/bus/nats_bus.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "messages/register_types.hpp"
 #include "tests/actors/bus/bus_harness.hpp"
+#include "tests/support/nats_server.hpp"
 #include "tests/support/pg_fixture.hpp"
 
 namespace waggle::testing {
@@ -160,7 +162,55 @@ class caf_harness : public bus_harness {
   std::vector<std::unique_ptr<node>> nodes_;
 };
 
+// Two nodes on one nats-server (started for the harness unless given),
+// each its own actor system and connection, as two processes would be.
+class nats_harness : public bus_harness {
+ public:
+  nats_harness(std::shared_ptr<nats_test_server> server,
+               const std::function<void(size_t, nats_bus_settings&)>& tweak)
+    : server_(server ? std::move(server) : std::make_shared<nats_test_server>()) {
+    for (size_t i = 0; i < 2; ++i) {
+      auto& n = nodes_.emplace_back(std::make_unique<node>());
+      nats_bus_settings settings;
+      settings.url = server_->url();
+      settings.node_id = "nats-node-" + std::to_string(i);
+      settings.reconnect_min = std::chrono::milliseconds{20};
+      settings.reconnect_max = std::chrono::milliseconds{200};
+      if (tweak)
+        tweak(i, settings);
+      auto bus = spawn_nats_bus(n->sys, settings, test_env("bus", n->stats));
+      if (!bus)
+        throw std::runtime_error("the NATS bus did not start: " + n->sys.render(bus.error()));
+      n->bus = *bus;
+    }
+  }
+  ~nats_harness() override {
+    for (auto& n : nodes_)
+      caf::anon_send_exit(n->bus, caf::exit_reason::user_shutdown);
+    nodes_.clear();
+  }
+  size_t nodes() const override { return nodes_.size(); }
+  bus_actor bus(size_t i) override { return nodes_.at(i)->bus; }
+  caf::actor_system& system(size_t i) override { return nodes_.at(i)->sys; }
+  std::shared_ptr<metrics> stats(size_t i) override { return nodes_.at(i)->stats; }
+
+ private:
+  struct node {
+    std::shared_ptr<metrics> stats = std::make_shared<metrics>();
+    system_config cfg;
+    caf::actor_system sys{cfg};
+    nats_bus_actor bus;
+  };
+  std::shared_ptr<nats_test_server> server_;
+  std::vector<std::unique_ptr<node>> nodes_;
+};
+
 }  // namespace
+
+std::unique_ptr<bus_harness> make_nats_bus_harness(
+  std::shared_ptr<nats_test_server> server, std::function<void(size_t, nats_bus_settings&)> tweak) {
+  return std::make_unique<nats_harness>(std::move(server), tweak);
+}
 
 std::unique_ptr<bus_harness> make_caf_bus_harness(
   size_t nodes, std::function<void(size_t, caf_bus_settings&)> tweak) {
@@ -179,6 +229,8 @@ std::unique_ptr<bus_harness> make_bus_harness(const std::string& driver) {
     return make_pg_bus_harness();
   if (driver == "caf")
     return make_caf_bus_harness(2);
+  if (driver == "nats")
+    return make_nats_bus_harness();
   throw std::invalid_argument("no bus driver " + driver);
 }
 

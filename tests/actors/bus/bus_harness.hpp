@@ -17,6 +17,7 @@
 #include <caf/all.hpp>
 
 #include "actors/bus/caf_bus_settings.hpp"
+#include "actors/bus/nats_bus_settings.hpp"
 #include "actors/bus/pg_bus_settings.hpp"
 #include "actors/support/metrics.hpp"
 #include "messages/interfaces.hpp"
@@ -51,6 +52,13 @@ std::unique_ptr<bus_harness> make_pg_bus_harness(
 // (nodes whose protocol version `tweak` changed are not waited for).
 std::unique_ptr<bus_harness> make_caf_bus_harness(
   size_t nodes, std::function<void(size_t, caf_bus_settings&)> tweak = {});
+
+class nats_test_server;
+// Two NATS-driver nodes, each its own actor system and NATS connection, on
+// `server` (a new nats_test_server when null, owned by the harness).
+std::unique_ptr<bus_harness> make_nats_bus_harness(
+  std::shared_ptr<nats_test_server> server = nullptr,
+  std::function<void(size_t, nats_bus_settings&)> tweak = {});
 
 // A subscriber's mailbox, readable from the test thread.
 class bus_inbox {

@@ -89,5 +89,25 @@ TEST_F(bus_table_test, RemovalByIdAndBySubscriberForgetsEmptySubjectsAndGroups) 
   EXPECT_GT(again, b1) << "ids are never reused";
 }
 
+TEST_F(bus_table_test, AcceptLeavesSubscriptionsOutAndKeepsTheTurn) {
+  auto a = subscriber(), b = subscriber(), c = subscriber();
+  auto ia = table.add("jobs", "", a);
+  table.add("jobs", "", b);
+  auto m1 = table.add("jobs", "w", a);
+  auto m2 = table.add("jobs", "w", b);
+  table.add("jobs", "w", c);
+  auto not_a = [&](uint64_t id) { return id != ia && id != m1; };
+  auto plain = table.plain("jobs", not_a);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0], b);
+  // The turn skips the member left out, and goes on after the one taken.
+  EXPECT_EQ(table.next_member("jobs", "w", not_a), b);
+  EXPECT_EQ(table.next_member("jobs", "w", not_a), c);
+  EXPECT_EQ(table.next_member("jobs", "w", not_a), b);
+  EXPECT_EQ(table.next_member("jobs", "w", [&](uint64_t id) { return id == m2; }), b);
+  EXPECT_FALSE(table.next_member("jobs", "w", [](uint64_t) { return false; }));
+  EXPECT_FALSE(table.next_member("jobs", "none", [](uint64_t) { return true; }));
+}
+
 }  // namespace
 }  // namespace waggle
