@@ -28,48 +28,59 @@ committed_page fetch_committed(
   const std::optional<std::tuple<std::string, int64_t, std::string>>& after, page_bounds bounds,
   const std::string& received_since) {
   pqxx::nontransaction tx(conn);
-  // One statement: the snapshot it takes (when `upto` is empty) and the rows
-  // it reads agree. The rows are cut by count in the inner query and then by
-  // bytes, so a long window costs one page's sort, not the window's.
+  // A row is in the window when `upto` sees its transaction committed and
+  // `since` does not: its id is at or above since's xmax, or was in progress
+  // at since (its xip). Two index probes, each ordered and cut by count: not
+  // a range from since's xmin filtered row by row, which one old open
+  // transaction anywhere (its id holds xmin down) would stretch over
+  // everything committed since it began.
   //
+  // Deleted rows are left out, except the commands that end access to a
+  // channel: deleted before another node read them (a 9005, a NIP-09, the
+  // expiry reaper), they must still end the subscriptions there, so they
+  // come flagged and are never delivered.
+  auto branch = [](const std::string& window) {
+    return std::string{
+             "  (SELECT e.community_id, e.commit_xid, e.id, e.raw, e.deleted_at IS NOT NULL AS gone"
+             "     FROM events e, cur"
+             "    WHERE e.commit_xid < pg_snapshot_xmax(cur.s)"
+             "      AND pg_visible_in_snapshot(e.commit_xid, cur.s)"} +
+           window +
+           "      AND (e.deleted_at IS NULL OR e.kind IN (9001, 9002, 9008, 9022))"
+           "      AND (nullif($3, '') IS NULL OR (e.commit_xid, e.community_id, e.id)"
+           "           > (nullif($3, '')::xid8, $4::bigint, decode($5, 'hex')))"
+           "    ORDER BY e.commit_xid, e.community_id, e.id"
+           "    LIMIT $6)";
+  };
   // After a server change, transaction ids that were handed out but never
   // reached the disk may be handed out again, below `since`'s horizon, to
   // transactions `since` would call finished. Such a transaction began
   // after the restart, so after `since` was read (received_at is when its
   // transaction began): a row is new if `since` did not see it committed,
-  // or if it began after `since` was read. The scan starts a million ids
-  // below `since` (more than a crash loses: the WAL writer flushes every
-  // 200 ms) instead of at `since`'s horizon.
-  const std::string window =
+  // or if it began after `since` was read. That read scans from a million
+  // ids below `since` (more than a crash loses: the WAL writer flushes every
+  // 200 ms); it happens once per server change.
+  const std::string rows =
     received_since.empty()
-      ? "   AND e.commit_xid >= pg_snapshot_xmin($1::pg_snapshot)"
-        "   AND NOT pg_visible_in_snapshot(e.commit_xid, $1::pg_snapshot)"
-        "   AND $8 = ''"
-      : "   AND e.commit_xid >= greatest(pg_snapshot_xmin($1::pg_snapshot)::text::numeric"
-        "                                 - 1000000, 3)::text::xid8"
-        "   AND (NOT pg_visible_in_snapshot(e.commit_xid, $1::pg_snapshot)"
-        "        OR e.received_at >= $8::timestamptz)";
+      ? branch("      AND e.commit_xid >= pg_snapshot_xmax($1::pg_snapshot) AND $8 = ''") +
+          " UNION ALL " +
+          branch("      AND e.commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))")
+      : branch("      AND e.commit_xid >= greatest(pg_snapshot_xmin($1::pg_snapshot)::text::numeric"
+               "                                   - 1000000, 3)::text::xid8"
+               "      AND (NOT pg_visible_in_snapshot(e.commit_xid, $1::pg_snapshot)"
+               "           OR e.received_at >= $8::timestamptz)");
   auto r = tx.exec_params(
     "WITH cur AS (SELECT coalesce(nullif($2, '')::pg_snapshot, pg_current_snapshot()) AS s),"
-    " cut AS ("
-    "  SELECT e.community_id, e.commit_xid, e.id, e.raw"
-    "    FROM events e, cur"
-    "   WHERE e.commit_xid < pg_snapshot_xmax(cur.s)"
-    "     AND pg_visible_in_snapshot(e.commit_xid, cur.s)" +
-      window +
-      "     AND e.deleted_at IS NULL"
-      "     AND (nullif($3, '') IS NULL OR (e.commit_xid, e.community_id, e.id)"
-      "          > (nullif($3, '')::xid8, $4::bigint, decode($5, 'hex')))"
-      "   ORDER BY e.commit_xid, e.community_id, e.id"
-      "   LIMIT $6),"
-      " page AS ("
-      "  SELECT c.*, sum(octet_length(c.raw)) OVER (ORDER BY c.commit_xid, c.community_id, c.id)"
-      "                - octet_length(c.raw) AS before"
-      "    FROM cut c)"
-      " SELECT cur.s::text, p.community_id, p.commit_xid::text, p.id, p.raw,"
-      "        (SELECT count(*) FROM page), clock_timestamp()::text"
-      "   FROM cur LEFT JOIN page p ON p.before = 0 OR p.before < $7"
-      "  ORDER BY p.commit_xid, p.community_id, p.id",
+    " cut AS (SELECT u.* FROM (" + rows + ") u"
+    "   ORDER BY u.commit_xid, u.community_id, u.id LIMIT $6),"
+    " page AS ("
+    "  SELECT c.*, sum(octet_length(c.raw)) OVER (ORDER BY c.commit_xid, c.community_id, c.id)"
+    "                - octet_length(c.raw) AS before"
+    "    FROM cut c)"
+    " SELECT cur.s::text, p.community_id, p.commit_xid::text, p.id, p.raw,"
+    "        (SELECT count(*) FROM page), clock_timestamp()::text, p.gone"
+    "   FROM cur LEFT JOIN page p ON p.before = 0 OR p.before < $7"
+    "  ORDER BY p.commit_xid, p.community_id, p.id",
     since, upto, after ? std::get<0>(*after) : std::string{}, after ? std::get<1>(*after) : 0,
     after ? hex(std::get<2>(*after)) : std::string{}, bounds.rows, bounds.bytes, received_since);
   committed_page out;
@@ -82,8 +93,8 @@ committed_page fetch_committed(
     if (row[1].is_null())
       continue;
     pqxx::binarystring id(row[3]);
-    out.rows.push_back(
-      committed_row{row[1].as<int64_t>(), row[2].c_str(), id.str(), row[4].c_str()});
+    out.rows.push_back(committed_row{row[1].as<int64_t>(), row[2].c_str(), id.str(),
+                                     row[4].c_str(), row[7].as<bool>()});
   }
   out.more = in_page >= bounds.rows || static_cast<int64_t>(out.rows.size()) < in_page;
   return out;
@@ -97,8 +108,8 @@ std::vector<access_change> fetch_access_changes(pqxx::connection& conn, const st
   // change's transaction start) in place of received_at.
   const std::string window =
     received_since.empty()
-      ? "   AND c.commit_xid >= pg_snapshot_xmin($1::pg_snapshot)"
-        "   AND NOT pg_visible_in_snapshot(c.commit_xid, $1::pg_snapshot)"
+      ? "   AND (c.commit_xid >= pg_snapshot_xmax($1::pg_snapshot)"
+        "        OR c.commit_xid = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))"
         "   AND $3 = ''"
       : "   AND c.commit_xid >= greatest(pg_snapshot_xmin($1::pg_snapshot)::text::numeric"
         "                                 - 1000000, 3)::text::xid8"
@@ -133,6 +144,14 @@ std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string
   for (const auto& row : r)
     out.emplace_back(row[0].c_str());
   return out;
+}
+
+void announce(pqxx::connection& conn, const std::string& node_id, int protocol_version) {
+  pqxx::nontransaction tx(conn);
+  tx.exec_params(
+    "INSERT INTO bus_nodes (node_id, protocol_version) VALUES ($1, $2)"
+    " ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()",
+    node_id, protocol_version);
 }
 
 std::string registry_json(pqxx::connection& conn, std::chrono::seconds ttl) {

@@ -23,6 +23,9 @@ struct committed_row {
   std::string xid;  // commit_xid (xid8) as text
   std::string id;   // the event id, 32 bytes
   std::string raw;  // the event's JSON
+  // Deleted since: only a command that ends access to a channel comes so
+  // (its revocation still holds); it is never delivered.
+  bool gone = false;
 };
 
 struct committed_page {
@@ -38,6 +41,7 @@ struct page_bounds {
 };
 
 // The live (not deleted) events whose transactions committed after `since`
+// (and deleted ones of kinds 9001, 9002, 9008, 9022, flagged `gone`)
 // and by `upto` (empty: a snapshot taken now, returned in the page), after
 // the row (`after`: commit_xid text, community id, event id) when paging;
 // ordered by (commit_xid, community_id, id). Ordering by transaction id
@@ -71,6 +75,12 @@ std::vector<access_change> fetch_access_changes(pqxx::connection& conn, const st
 // heartbeat within `ttl`, whatever their driver.
 std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string& self,
                                        std::chrono::seconds ttl);
+
+// Keeps `node_id` in the registry (bus_nodes) with a fresh heartbeat,
+// whatever the bus driver (the PostgreSQL and CAF drivers register their
+// node themselves; NATS's does not): barriers ask the nodes it lists. An
+// existing row keeps its address and port.
+void announce(pqxx::connection& conn, const std::string& node_id, int protocol_version);
 
 // The registry as an operator reads it (GET /cluster): every row of
 // bus_nodes, with whether its heartbeat is within `ttl`, as a JSON array.

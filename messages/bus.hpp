@@ -32,8 +32,8 @@ constexpr size_t bus_max_subject = 200;
 constexpr uint32_t bus_shard_count = 32;
 
 // A subject or group is 1..bus_max_subject bytes of visible ASCII
-// (0x21-0x7e): no spaces or control characters, so it can be logged and
-// used as a NATS subject unchanged. Subjects are matched exactly: there are
+// (0x21-0x7e): no spaces or control characters, so it can be logged (the
+// NATS driver escapes what NATS reads as wildcards). Subjects are matched exactly: there are
 // no wildcards.
 bool bus_valid_name(std::string_view name);
 

@@ -98,11 +98,24 @@ caf::typed_response_promise<ingest_reply> group_state::on_command(const group_re
               self, env,
               [this, promise, community_id, ev, channel, s](group_command_reply& reply) mutable {
                 auto answer = on_command_reply(community_id, ev, reply);
-                finished(s, community_id, channel);
-                if (reply.result.outcome == write_outcome::stored && ends_access(reply.change))
-                  answer_after_barrier(promise, std::move(answer));
-                else
+                // A command that ended access (or may have: a duplicate of
+                // one) is answered after the cluster barrier, and its
+                // channel's next command waits for it too, so a deletion of
+                // the command cannot commit while other nodes are still to
+                // read it. The session is free at once.
+                auto outcome = reply.result.outcome;
+                bool barrier =
+                  (outcome == write_outcome::stored && ends_access(reply.change))
+                  || (outcome == write_outcome::duplicate && ev
+                      && !revocations_of(community_id, *ev).empty());
+                if (!barrier) {
                   promise.deliver(std::move(answer));
+                  finished(s, community_id, channel);
+                  return;
+                }
+                idle[s] = true;
+                answer_after_barrier(promise, std::move(answer), community_id, channel);
+                dispatch();
               }),
             [this, promise, community_id, ev, channel, s](caf::error&) mutable {
               after_uncertain(community_id, ev);
@@ -224,10 +237,13 @@ bool group_state::ends_access(const group_change& change) {
 // and that node ends the subscriptions when its tail reads it, before
 // anything that committed later.
 void group_state::answer_after_barrier(caf::typed_response_promise<ingest_reply> promise,
-                                       ingest_reply answer) {
+                                       ingest_reply answer, int64_t community_id,
+                                       std::string channel) {
   self->request(hub, std::chrono::seconds(10), cluster_barrier{})
     .then(
-      [promise, answer](cluster_barrier_done& done) mutable {
+      [this, promise, answer, community_id, channel](cluster_barrier_done& done) mutable {
+        queue.done(community_id, channel);
+        dispatch();
         if (!done.unconfirmed.empty()) {
           std::string names;
           for (auto& n : done.unconfirmed)
@@ -238,7 +254,9 @@ void group_state::answer_after_barrier(caf::typed_response_promise<ingest_reply>
         }
         promise.deliver(std::move(answer));
       },
-      [promise, answer](caf::error&) mutable {
+      [this, promise, answer, community_id, channel](caf::error&) mutable {
+        queue.done(community_id, channel);
+        dispatch();
         answer.reason = "committed; the cluster did not confirm in time";
         promise.deliver(std::move(answer));
       });

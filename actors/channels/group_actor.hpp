@@ -89,8 +89,9 @@ struct group_state {
   void after_commit(int64_t community_id, const event_ptr& ev, const group_change& change);
   void after_uncertain(int64_t community_id, const event_ptr& ev);
   static bool ends_access(const group_change& change);
+  // Answers after the cluster barrier, then releases the channel's queue.
   void answer_after_barrier(caf::typed_response_promise<ingest_reply> promise,
-                            ingest_reply answer);
+                            ingest_reply answer, int64_t community_id, std::string channel);
   void mark_dirty(int64_t community_id, const std::string& channel);
 };
 

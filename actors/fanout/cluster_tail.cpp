@@ -4,6 +4,7 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include "actors/fanout/revocations.hpp"
 #include "actors/support/log.hpp"
 #include "db/bus_store.hpp"
 #include "messages/proto/event.hpp"
@@ -38,7 +39,9 @@ bool cluster_tail_state::connect() {
       received_since = read_at;
     }
     server = started;
-    return true;
+    announced = {};
+    announce_if_due();
+    return conn != nullptr;
   } catch (const std::exception& e) {
     conn.reset();
     log::warn("cluster", "tail cannot reach the database; retrying", {{"error", e.what()}});
@@ -58,8 +61,24 @@ void cluster_tail_state::on_tick(bool periodic) {
     self->delayed_send(self, settings.poll, cluster_tail_tick{true});
   else
     read_queued = false;
-  if (connect())
-    read();
+  if (!connect())
+    return;
+  if (periodic)
+    announce_if_due();
+  read();
+}
+
+void cluster_tail_state::announce_if_due() {
+  auto now = env.steady_now();
+  if (announced != steady_time{} && now - announced < settings.heartbeat)
+    return;
+  try {
+    db::cluster::announce(*conn, settings.node_id, settings.protocol_version);
+    announced = now;
+  } catch (const std::exception& e) {
+    conn.reset();
+    log::warn("cluster", "the registry could not be updated", {{"error", e.what()}});
+  }
 }
 
 namespace {
@@ -129,6 +148,15 @@ bool cluster_tail_state::read() {
                      {{"community_id", std::to_string(row.community_id)}});
           continue;
         }
+        if (row.gone) {
+          // A command that ended access, deleted since: nothing to deliver,
+          // but its revocation holds, in its place in the order.
+          flush();
+          for (auto& r : revocations_of(row.community_id, *ev).channels)
+            if (hub)
+              self->send(hub, std::move(r));
+          continue;
+        }
         batch.items.push_back(
           ingest_item{row.community_id, std::make_shared<const proto::event>(std::move(*ev))});
       }
@@ -151,7 +179,12 @@ bool cluster_tail_state::read() {
 }
 
 cluster_read_done cluster_tail_state::on_read_now() {
-  return cluster_read_done{connect() && read()};
+  // A tail that has no snapshot yet would take one now, which already holds
+  // the command the barrier is about: it would read nothing and confirm.
+  bool had_snapshot = !since.empty();
+  if (!connect() || !had_snapshot)
+    return cluster_read_done{false};
+  return cluster_read_done{read()};
 }
 
 cluster_nodes cluster_tail_state::on_nodes() {

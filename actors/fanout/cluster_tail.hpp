@@ -34,6 +34,10 @@ struct cluster_tail_settings {
   std::string database_url;
   std::string node_id;  // left out of the live nodes it reports
   std::chrono::seconds node_ttl{30};
+  // The tail keeps the node in the registry (db::cluster::announce), every
+  // `heartbeat`, under this bus protocol version.
+  std::chrono::seconds heartbeat{10};
+  int protocol_version = 1;
   caf::timespan poll = std::chrono::milliseconds(500);
   db::cluster::page_bounds bounds;
   // Events sent to the hub before the tail waits for it to take them.
@@ -55,6 +59,7 @@ struct cluster_tail_state {
   std::string server;          // db::bus::server_started of the server `since` is of
   std::string received_since;  // set after a server change: see fetch_committed
   bool read_queued = false;    // a read is in the mailbox: rings coalesce into it
+  steady_time announced{};     // when the registry last heard of this node
 
   void init(ptr self, cluster_tail_settings settings, std::function<hub_actor()> current_hub,
             node_env env);
@@ -66,6 +71,7 @@ struct cluster_tail_state {
  private:
   bool connect();
   bool read();
+  void announce_if_due();
 };
 
 cluster_tail_actor::behavior_type cluster_tail_impl(cluster_tail_state::ptr self,

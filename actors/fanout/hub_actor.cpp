@@ -189,7 +189,8 @@ void hub_state::on_cluster_committed(const cluster_committed& batch) {
   fan_out(batch.items, true);
 }
 
-size_t hub_state::fan_out(const std::vector<ingest_item>& items, bool from_database) {
+size_t hub_state::fan_out(const std::vector<ingest_item>& items, bool from_database,
+                          bool remember) {
   // NIP-40: an event that expired between admission and its commit is not
   // fanned out (reads stopped serving it at the same second). The clock is
   // read only for a batch that has an event with an expiration tag, at most
@@ -208,7 +209,7 @@ size_t hub_state::fan_out(const std::vector<ingest_item>& items, bool from_datab
   size_t fanned = 0;
   for (auto& item : items) {
     // In a cluster an event comes twice (see recent_events.hpp); alone, once.
-    if (relay && !recent.first(item.community_id, item.ev->id))
+    if (clustered && remember && !recent.first(item.community_id, item.ev->id))
       continue;
     ++fanned;
     std::shared_ptr<const std::string> raw;
@@ -260,13 +261,19 @@ void hub_state::on_revoked(const access_revoked& msg) {
     self->send(conn, msg);
 }
 
+// Ephemeral events are not remembered: each comes once (its origin's relay
+// ignores its own), and remembering them would let a flood of them push
+// committed events out of the window (any client can send them cheaply).
 hub_ack hub_state::on_ephemeral(const ephemeral_publish& msg) {
-  if (fan_out({msg.item}) > 0 && relay)
+  fan_out({msg.item}, false, false);
+  if (relay)
     self->send(relay, cluster_local_ephemeral{msg.item});
   return {};
 }
 
-void hub_state::on_cluster_ephemeral(const cluster_ephemeral& msg) { fan_out({msg.item}); }
+void hub_state::on_cluster_ephemeral(const cluster_ephemeral& msg) {
+  fan_out({msg.item}, false, false);
+}
 
 caf::typed_response_promise<cluster_barrier_done> hub_state::on_barrier() {
   auto promise = self->make_response_promise<cluster_barrier_done>();
@@ -274,7 +281,12 @@ caf::typed_response_promise<cluster_barrier_done> hub_state::on_barrier() {
   // per-node requests) comes first; this one only keeps the hub from
   // holding a promise forever if the relay is gone.
   if (!relay) {
-    promise.deliver(cluster_barrier_done{});
+    cluster_barrier_done done;
+    // In a cluster, a hub without its relay yet (just restarted, or the node
+    // starting) cannot ask: fail closed.
+    if (clustered)
+      done.unconfirmed.push_back("(the cluster relay is not attached yet)");
+    promise.deliver(std::move(done));
     return promise;
   }
   self->request(relay, std::chrono::seconds(10), cluster_barrier{})
@@ -296,8 +308,11 @@ void hub_state::on_attach(const cluster_attach& msg) {
 
 void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.source); }
 
-hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
+namespace {
+
+hub_actor::behavior_type hub_behavior(hub_ptr self, node_env env, bool clustered) {
   self->state.init(self, std::move(env));
+  self->state.clustered = clustered;
   self->set_down_handler([self](const caf::down_msg& msg) { self->state.on_down(msg); });
   return {
     // -- committed events -------------------------------------------------------
@@ -317,6 +332,16 @@ hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
     [self](channel_revoked& msg) { self->state.on_revoked(msg); },
     [self](access_revoked& msg) { self->state.on_revoked(msg); },
   };
+}
+
+}  // namespace
+
+hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env) {
+  return hub_behavior(self, std::move(env), false);
+}
+
+hub_actor::behavior_type clustered_hub_actor_impl(hub_ptr self, node_env env) {
+  return hub_behavior(self, std::move(env), true);
 }
 
 }  // namespace waggle

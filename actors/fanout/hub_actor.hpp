@@ -82,9 +82,10 @@ struct hub_state {
   node_env env;
 
   // In a cluster (docs/scaling.md): the relay that carries this node's
-  // commits and ephemeral events to the others, and the events fanned out
-  // lately, so the copy of a local commit that the cluster tail reads back
-  // is not fanned out again. Alone, neither is used.
+  // commits and ephemeral events to the others, and the committed events
+  // fanned out lately, so the copy of a local commit that the cluster tail
+  // reads back is not fanned out again. Alone, neither is used.
+  bool clustered = false;  // spawned by clustered_hub_actor_impl
   cluster_relay_actor relay;
   recent_events recent;
 
@@ -100,7 +101,8 @@ struct hub_state {
   // Fans `items` out; returns how many were new (not seen lately). Items
   // `from_database` (the tail's) also carry the revocations their events
   // imply, for commands another node ran.
-  size_t fan_out(const std::vector<ingest_item>& items, bool from_database = false);
+  size_t fan_out(const std::vector<ingest_item>& items, bool from_database = false,
+                 bool remember = true);
   void revoke_for(const ingest_item& item);
   // Fans one ephemeral event out now; the ack releases the sender's in-flight slot.
   hub_ack on_ephemeral(const ephemeral_publish& msg);
@@ -114,5 +116,9 @@ struct hub_state {
 };
 
 hub_actor::behavior_type hub_actor_impl(hub_ptr self, node_env env);
+// The hub of a node in a cluster (--bus other than inproc): it remembers what
+// it fanned out from its first event, before the relay attaches, and fails
+// a barrier closed while no relay is attached.
+hub_actor::behavior_type clustered_hub_actor_impl(hub_ptr self, node_env env);
 
 }  // namespace waggle

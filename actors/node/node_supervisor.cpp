@@ -120,7 +120,9 @@ void node_supervisor_state::spawn_child(child which) {
 }
 
 void node_supervisor_state::spawn_hub() {
-  handles.hub = self->system().spawn(hub_actor_impl, env.for_actor("hub"));
+  handles.hub = cfg.bus == "inproc"
+                  ? self->system().spawn(hub_actor_impl, env.for_actor("hub"))
+                  : self->system().spawn(clustered_hub_actor_impl, env.for_actor("hub"));
   watch(child::hub, handles.hub);
 }
 

@@ -190,5 +190,74 @@ TEST_F(ClusterTailTest, AccessChangesOfTheWindowAreReadInCommitOrder) {
                 .empty());
 }
 
+// Found by the red team: a removal deleted (a 9005, a NIP-09, the expiry
+// reaper) before another node's tail read it must still reach that tail,
+// flagged, so its hub revokes; other deleted rows stay out.
+TEST_F(ClusterTailTest, ARemovalDeletedBeforeAnotherNodeReadsItStillComesFlagged) {
+  auto c = community();
+  std::string since = db::bus::current_snapshot(conn());
+  auto removal = make_event(1, 9001, 6000, {{"h", "ops"}, {"p", std::string(64, 'b')}}, "");
+  auto note = make_event(1, 1, 6001, {}, "deleted too");
+  for (auto* ev : {&removal, &note}) {
+    pqxx::work tx(conn());
+    insert(tx, c, *ev);
+    tx.commit();
+  }
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec_params("UPDATE events SET deleted_at = now() WHERE id IN (decode($1, 'hex'),"
+                   " decode($2, 'hex'))", removal.id, note.id);
+  }
+  auto page = fetch_committed(conn(), since, "", std::nullopt, {});
+  std::vector<std::pair<std::string, bool>> seen;
+  for (auto& r : page.rows)
+    if (r.community_id == c)
+      seen.emplace_back(proto::parse_event(r.raw)->id, r.gone);
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, bool>>{{removal.id, true}}));
+}
+
+// Found by the red team: one session that wrote and stays open holds every
+// snapshot's xmin down. Read as "from since's xmin, not visible in since",
+// a window of one new row scanned everything committed since that session
+// began (300,000 rows here: about half a second, on every read of every
+// node). Read as two probes (since's xmax onwards, since's in-progress ids)
+// it takes milliseconds: the budget below is a hundred times that, not a
+// performance claim, and the old form fails it.
+TEST_F(ClusterTailTest, AnOldOpenTransactionDoesNotStretchTheWindow) {
+  auto c = community();
+  auto idle = connect();
+  pqxx::work held(*idle);
+  held.exec("SELECT pg_current_xact_id()");
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec_params(
+      "INSERT INTO events (community_id, id, pubkey, created_at, kind, raw)"
+      " SELECT $1, sha256(('filler ' || i)::bytea), sha256('pk'::bytea), 1700000000 + i, 1,"
+      "        '{\"content\":\"' || repeat('x', 400) || '\"}'"
+      "   FROM generate_series(1, 300000) i",
+      c);
+    tx.exec("ANALYZE events");
+  }
+  std::string since = db::bus::current_snapshot(conn());
+  auto fresh = make_event(1, 1, 5000, {}, "the one new row");
+  write(c, {fresh});
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec("SET statement_timeout = 150");
+  }
+  std::vector<std::string> ids;
+  try {
+    ids = read(since, c);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "a window of one row did not read in 150 ms: " << e.what();
+  }
+  EXPECT_EQ(ids, std::vector<std::string>{fresh.id});
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec("SET statement_timeout = 0");
+  }
+  held.abort();
+}
+
 }  // namespace
 }  // namespace waggle::pgtest

@@ -4,6 +4,8 @@
 // commit and ephemeral event, and of nothing the tail brought. Alone (no
 // relay attached) the hub remembers nothing. Under test_coordinator.
 
+#include <optional>
+
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/fanout/recent_events.hpp"
 #include "tests/actors/actor_fixture.hpp"
@@ -49,7 +51,7 @@ class hub_cluster_test : public actor_test {
   cluster_relay_actor relay;
 
   void SetUp() override {
-    hub = spawn(hub_actor_impl, test_env(now));
+    hub = spawn(clustered_hub_actor_impl, test_env(now));
     auto conn = spawn(stand_in_connection,
                       [l = log](const live_event& ev) { l->live.push_back(ev.ev->content); });
     caf::anon_send(hub, hub_subscribe{conn, 1, "s", 1, {proto::filter{}}});
@@ -94,18 +96,48 @@ TEST_F(hub_cluster_test, the_same_id_in_another_community_is_another_event) {
   EXPECT_EQ(log->commits, 1u);
 }
 
-TEST_F(hub_cluster_test, ephemeral_events_go_to_the_relay_and_come_back_once) {
+// Ephemeral events are not remembered: each comes once (the origin's relay
+// ignores its own), and a flood of them must not push committed events out
+// of the window.
+TEST_F(hub_cluster_test, ephemeral_events_go_to_the_relay_and_are_not_remembered) {
   caf::anon_send(hub, cluster_attach{relay});
-  auto e = event_with("eph");
-  caf::anon_send(hub, ephemeral_publish{{1, e}});
+  auto mine = event_with("mine"), theirs = event_with("theirs");
+  caf::anon_send(hub, ephemeral_publish{{1, mine}});
+  caf::anon_send(hub, cluster_ephemeral{{1, theirs}});
   run();
-  caf::anon_send(hub, cluster_ephemeral{{1, e}});
+  EXPECT_EQ(log->live, (std::vector<std::string>{"mine", "theirs"}));
+  EXPECT_EQ(log->ephemeral, (std::vector<std::string>{"mine"})) << "only local ones travel";
+  // Had they been remembered, the committed copy of the same id would drop.
+  caf::anon_send(hub, committed_events{{{1, theirs}}});
   run();
-  EXPECT_EQ(log->live, (std::vector<std::string>{"eph"}));
-  EXPECT_EQ(log->ephemeral, (std::vector<std::string>{"eph"}));
+  EXPECT_EQ(log->live.size(), 3u);
+}
+
+TEST_F(hub_cluster_test, before_its_relay_attaches_a_clustered_hub_already_remembers) {
+  auto a = event_with("a");
+  caf::anon_send(hub, committed_events{{{1, a}}});
+  caf::anon_send(hub, cluster_committed{{{1, a}}});
+  run();
+  EXPECT_EQ(log->live, (std::vector<std::string>{"a"}));
+}
+
+TEST_F(hub_cluster_test, a_barrier_without_a_relay_fails_closed_in_a_cluster) {
+  auto answer = std::make_shared<std::optional<cluster_barrier_done>>();
+  spawn([hub = hub, answer](caf::event_based_actor* self) {
+    self->request(hub, caf::infinite, cluster_barrier{})
+      .then([answer](cluster_barrier_done& d) { *answer = d; });
+  });
+  run();
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->unconfirmed.size(), 1u) << "no relay: nobody was asked, nothing confirmed";
 }
 
 TEST_F(hub_cluster_test, alone_the_hub_remembers_nothing) {
+  hub = spawn(hub_actor_impl, test_env(now));
+  auto conn = spawn(stand_in_connection,
+                    [l = log](const live_event& ev) { l->live.push_back(ev.ev->content); });
+  caf::anon_send(hub, hub_subscribe{conn, 1, "s", 1, {proto::filter{}}});
+  run();
   auto a = event_with("a");
   caf::anon_send(hub, committed_events{{{1, a}}});
   caf::anon_send(hub, committed_events{{{1, a}}});
