@@ -6,6 +6,7 @@
 
 #include "actors/fanout/revocations.hpp"
 #include "actors/support/log.hpp"
+#include "actors/support/metrics.hpp"
 #include "db/bus_store.hpp"
 #include "messages/proto/event.hpp"
 
@@ -75,6 +76,11 @@ void cluster_tail_state::announce_if_due() {
   try {
     db::cluster::announce(*conn, settings.node_id, settings.protocol_version);
     announced = now;
+    if (env.stats)
+      env.stats->bus.cluster_nodes =
+        static_cast<int64_t>(
+          db::cluster::live_node_ids(*conn, settings.node_id, settings.node_ttl).size())
+        + 1;
   } catch (const std::exception& e) {
     conn.reset();
     log::warn("cluster", "the registry could not be updated", {{"error", e.what()}});

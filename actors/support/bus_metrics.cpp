@@ -49,6 +49,9 @@ void bus_metrics::render(std::ostream& out) const {
   one("waggle_bus_lag_milliseconds", "gauge",
       "Publish-to-fetch age of the newest fetched bus message (postgres).", lag_ms.load());
   one("waggle_bus_peers", "gauge", "Peers connected to this node's bus (caf: other nodes; nats: 1 while connected to its server).", peers.load());
+  one("waggle_cluster_nodes", "gauge",
+      "Live nodes in the cluster's registry, this one included (0 with the in-process bus).",
+      cluster_nodes.load());
   one("waggle_bus_probes_sent_total", "counter", "Probes this node published to itself.",
       probes_sent.load());
   one("waggle_bus_probes_returned_total", "counter", "Probes back from the bus in time.",

@@ -35,6 +35,9 @@ class bus_metrics {
   std::atomic<int64_t> probe_rtt_us{0};      // the last returned probe's round trip
   std::atomic<uint64_t> probe_rtt_us_sum{0}; // all returned probes' round trips
   std::atomic<uint64_t> pings_answered{0};
+  // Cluster fanout (docs/scaling.md): live nodes in the registry, this one
+  // included, as the cluster tail last read it (every 10 s); 0 alone.
+  std::atomic<int64_t> cluster_nodes{0};
 
   // A publish, subscribe or request refused (its bus_errc's name).
   void count_refused(const caf::error& err);

@@ -296,6 +296,15 @@ TEST_P(ClusterE2E, GetClusterListsEveryNodeForAnOperatorOnly) {
       live.insert(n["node_id"].GetString());
   EXPECT_EQ(live, (std::set<std::string>{"cluster-0", "cluster-1", "cluster-2"})) << ok.body;
   EXPECT_EQ(get(pgtest::secret(61)).status, 403u) << "not an operator";
+  // The registry in /metrics too (the tail reads it as it heartbeats, at
+  // start and every 10 s: each node saw at least itself).
+  auto metrics = gateway::http_request("127.0.0.1", nodes_[1].port, "GET", "/metrics",
+                                       {{"Host", "alpha.test"}}, {}, 5s);
+  ASSERT_EQ(metrics.status, 200u);
+  auto at = metrics.body.find("\nwaggle_cluster_nodes");
+  ASSERT_NE(at, std::string::npos) << "no waggle_cluster_nodes gauge";
+  auto line = metrics.body.substr(at + 1, metrics.body.find('\n', at + 1) - at - 1);
+  EXPECT_GE(std::stoi(line.substr(line.rfind(' ') + 1)), 1) << line;
   auto anonymous = gateway::http_request("127.0.0.1", nodes_[1].port, "GET", "/cluster",
                                          {{"Host", "alpha.test"}}, {}, 5s);
   EXPECT_EQ(anonymous.status, 401u) << anonymous.body;
