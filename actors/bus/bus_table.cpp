@@ -95,16 +95,7 @@ std::vector<std::string> bus_table::groups(const std::string& subject) const {
 }
 
 bus_subscriber_actor bus_table::next_member(const std::string& subject, const std::string& group) {
-  auto s = subjects_.find(subject);
-  if (s == subjects_.end())
-    return {};
-  auto g = s->second.groups.find(group);
-  if (g == s->second.groups.end())
-    return {};
-  auto& members = g->second;
-  auto id = members.ids[members.next % members.ids.size()];
-  members.next = (members.next + 1) % members.ids.size();
-  return by_id_.at(id).subscriber;
+  return next_member(subject, group, [](uint64_t) { return true; });
 }
 
 std::vector<bus_subscriber_actor> bus_table::recipients(const std::string& subject) {

@@ -98,21 +98,41 @@ std::string id_of_event_frame(const std::string& frame) {
   return {};
 }
 
+// Three `waggle serve --bus postgres` nodes over a scratch database with an
+// open community, node ids kill-<first>, kill-<first+1>, ...
+struct cluster {
+  pgtest::scratch_database db;
+  std::filesystem::path dir;
+  int first;
+  std::vector<std::unique_ptr<process>> nodes;
+
+  cluster(const std::string& name, int first_id)
+    : db(name, pgtest::scratch_database::content::migrated),
+      dir(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))),
+      first(first_id) {}
+  ~cluster() {
+    nodes.clear();  // killed before their directory goes
+    std::filesystem::remove_all(dir);
+  }
+  void start() {
+    {
+      auto conn = db.connect();
+      ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
+    }
+    std::filesystem::create_directories(dir);
+    for (int i = 0; i < 3; ++i) {
+      nodes.push_back(::start(db.url(), dir, first + i));
+      ASSERT_GT(nodes.back()->pid, 0);
+      ASSERT_TRUE(ready(nodes.back()->port)) << "node " << i << " did not become ready";
+    }
+  }
+};
+
 TEST(cluster_kill, a_killed_node_leaves_the_others_serving_and_its_clients_read_on_elsewhere) {
   ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-  pgtest::scratch_database db{"cluster_kill", pgtest::scratch_database::content::migrated};
-  {
-    auto conn = db.connect();
-    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
-  }
-  auto dir = std::filesystem::temp_directory_path() / ("waggle-kill-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::vector<std::unique_ptr<process>> nodes;
-  for (int i = 0; i < 3; ++i) {
-    nodes.push_back(start(db.url(), dir, i));
-    ASSERT_GT(nodes.back()->pid, 0);
-    ASSERT_TRUE(ready(nodes.back()->port)) << "node " << i << " did not become ready";
-  }
+  cluster c{"cluster_kill", 0};
+  ASSERT_NO_FATAL_FAILURE(c.start());
+  auto& nodes = c.nodes;
   const auto since = unix_now() - 1;
   auto sub1 = login(nodes[1]->port, pgtest::secret(21));
   auto sub2 = login(nodes[2]->port, pgtest::secret(22));
@@ -172,7 +192,6 @@ TEST(cluster_kill, a_killed_node_leaves_the_others_serving_and_its_clients_read_
   for (auto& id : committed)
     EXPECT_EQ(history.count(id), 1u) << "a gap in the history read on node 1: " << id;
   EXPECT_LE(before_kill.size(), 50u) << "node 2 delivered after it was killed?";
-  std::filesystem::remove_all(dir);
 }
 
 // SIGTERM drains one node (its clients closed with 1001, exit 0) while the
@@ -180,19 +199,9 @@ TEST(cluster_kill, a_killed_node_leaves_the_others_serving_and_its_clients_read_
 // event published on node 0, before, during and after node 1's drain.
 TEST(cluster_kill, a_node_drained_by_sigterm_takes_no_other_nodes_subscription_with_it) {
   ASSERT_FALSE(pgtest::admin_url().empty()) << "WAGGLE_TEST_DATABASE_URL is not set";
-  pgtest::scratch_database db{"cluster_term", pgtest::scratch_database::content::migrated};
-  {
-    auto conn = db.connect();
-    ASSERT_TRUE(db::add_community(*conn, "127.0.0.1", "", community_policy::open).has_value());
-  }
-  auto dir = std::filesystem::temp_directory_path() / ("waggle-term-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::vector<std::unique_ptr<process>> nodes;
-  for (int i = 0; i < 3; ++i) {
-    nodes.push_back(start(db.url(), dir, 10 + i));
-    ASSERT_GT(nodes.back()->pid, 0);
-    ASSERT_TRUE(ready(nodes.back()->port)) << "node " << i << " did not become ready";
-  }
+  cluster c{"cluster_term", 10};
+  ASSERT_NO_FATAL_FAILURE(c.start());
+  auto& nodes = c.nodes;
   auto on1 = login(nodes[1]->port, pgtest::secret(21));
   auto sub2 = login(nodes[2]->port, pgtest::secret(22));
   sub2->send_text(R"(["REQ","live",{"kinds":[1]}])");
@@ -230,7 +239,6 @@ TEST(cluster_kill, a_node_drained_by_sigterm_takes_no_other_nodes_subscription_w
   }
   for (auto& id : committed)
     EXPECT_EQ(heard[id], 1) << "node 2's subscriber and event " << id;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
