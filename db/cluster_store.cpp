@@ -154,6 +154,29 @@ void announce(pqxx::connection& conn, const std::string& node_id, int protocol_v
     node_id, protocol_version);
 }
 
+void note_gate_intent(pqxx::connection& conn, int64_t community_id) {
+  pqxx::nontransaction tx(conn);
+  tx.exec_params(
+    "INSERT INTO push_gate_intents (community_id) VALUES ($1)"
+    " ON CONFLICT (community_id) DO UPDATE SET noted_at = now()",
+    community_id);
+}
+
+std::vector<int64_t> gate_communities(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);  // one statement, one snapshot
+  std::vector<int64_t> out;
+  auto r = tx.exec(
+    "SELECT l.community_id FROM push_leases l"
+    "  WHERE waggle_push_lease_live(l, extract(epoch FROM now())::bigint)"
+    " UNION"
+    " SELECT community_id FROM push_gate_intents"
+    "  WHERE noted_at > now() - interval '10 minutes'"
+    " ORDER BY 1");
+  for (const auto& row : r)
+    out.push_back(row[0].as<int64_t>());
+  return out;
+}
+
 std::string registry_json(pqxx::connection& conn, std::chrono::seconds ttl) {
   pqxx::nontransaction tx(conn);
   // The database renders it: every text is escaped by json_build_object.

@@ -82,6 +82,13 @@ std::vector<std::string> live_node_ids(pqxx::connection& conn, const std::string
 // existing row keeps its address and port.
 void announce(pqxx::connection& conn, const std::string& node_id, int protocol_version);
 
+// The push gate across nodes (migrations/0014): a lease's intent, committed
+// before the lease's barrier reads the registry; and what a node that has
+// just registered must gate: communities with a live lease or a recent
+// intent.
+void note_gate_intent(pqxx::connection& conn, int64_t community_id);
+std::vector<int64_t> gate_communities(pqxx::connection& conn);
+
 // The registry as an operator reads it (GET /cluster): every row of
 // bus_nodes, with whether its heartbeat is within `ttl`, as a JSON array.
 std::string registry_json(pqxx::connection& conn, std::chrono::seconds ttl);

@@ -21,6 +21,7 @@
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
 #include "messages/push.hpp"
+#include "messages/push_cluster.hpp"
 #include "messages/reads.hpp"
 #include "messages/socket.hpp"
 
@@ -30,7 +31,10 @@ namespace waggle {
 using ingest_actor = caf::typed_actor<caf::replies_to<ingest_request>::with<ingest_reply>,
                                      caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
                                      caf::reacts_to<ingest_tick>,
-                                     caf::reacts_to<push_gate_loaded>>;
+                                     caf::reacts_to<push_gate_loaded>,
+                                     caf::reacts_to<push_gate_attach>,
+                                     caf::reacts_to<cluster_gate_loaded>,
+                                     caf::replies_to<push_gate_remote>::with<push_gate_drained>>;
 
 // One writer session: owns one writer connection, runs one batch at a time.
 using writer_session_actor

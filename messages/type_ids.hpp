@@ -20,6 +20,7 @@
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
 #include "messages/push.hpp"
+#include "messages/push_cluster.hpp"
 #include "messages/reads.hpp"
 #include "messages/socket.hpp"
 #include "messages/value_inspect.hpp"
@@ -192,4 +193,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::cluster_read_done))
   CAF_ADD_TYPE_ID(waggle, (waggle::cluster_nodes_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::cluster_nodes))
+  // -- the push gate across nodes (messages/push_cluster.hpp) ------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_gate_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_gate_done))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_gate_remote))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_gate_drained))
+  CAF_ADD_TYPE_ID(waggle, (waggle::cluster_gate_loaded))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_gate_relay_tick))
+  CAF_ADD_TYPE_ID(waggle, (waggle::push_gate_attach))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -83,9 +83,45 @@ caf::typed_response_promise<ingest_reply> ingest_state::on_request(ingest_reques
     if (lease)
       gate.on_lease_seen(req.community_id);  // from now on every batch gates it
   }
-  queue.push_back({ingest_item{req.community_id, std::move(req.ev)}, promise, now, lease});
+  pending item{ingest_item{req.community_id, std::move(req.ev)}, promise, now, lease};
+  if (lease && settings.cluster_gate && gate.enabled()) {
+    ask_cluster(std::move(item));
+    return promise;
+  }
+  queue.push_back(std::move(item));
   dispatch();
   return promise;
+}
+
+// A clustered lease enters the queue only once every other live node gates
+// its community (push_gate_relay.hpp); the queue does not wait meanwhile.
+void ingest_state::ask_cluster(pending lease) {
+  auto refuse = [](pending& p, std::string why) {
+    p.promise.deliver(ingest_reply{write_outcome::failed, "push lease: " + why + "; retry"});
+  };
+  if (!gate_relay) {
+    refuse(lease, "this node is not yet on the cluster's push gate");
+    return;
+  }
+  auto held = std::make_shared<pending>(std::move(lease));
+  self->request(gate_relay, std::chrono::seconds(10), cluster_gate_request{held->item.community_id})
+    .then(
+      [this, held, refuse](cluster_gate_done& done) mutable {
+        if (!done.unconfirmed.empty()) {
+          std::string names;
+          for (const auto& n : done.unconfirmed)
+            names += (names.empty() ? "" : ", ") + n;
+          refuse(*held, "the push gate of node(s) " + names + " did not confirm");
+          return;
+        }
+        held->remote_skipped = std::move(done.skipped);
+        held->confirmed_at = env.steady_now();
+        queue.push_back(std::move(*held));
+        dispatch();
+      },
+      [held, refuse](caf::error& err) mutable {
+        refuse(*held, "the cluster's push gate did not answer (" + caf::to_string(err) + ")");
+      });
 }
 
 void ingest_state::on_tick() {
@@ -171,19 +207,62 @@ void ingest_state::on_batch_done(writer_session_actor writer, write_batch_reply 
   }
   if (!committed.items.empty())
     self->send(hub, std::move(committed));
+  settle_drains(writer.address());
   idle_writers.push_back(std::move(writer));
   dispatch();
+}
+
+// Another node's lease (push_gate_relay.hpp): gate the community from now
+// on, and answer once the batches dispatched before have finished, naming
+// the push events they stored ungated (kept: a lease of this node, or of a
+// third, may need them too; they stop growing once every batch gates it).
+caf::typed_response_promise<push_gate_drained>
+ingest_state::on_gate_remote(const push_gate_remote& req) {
+  auto promise = self->make_response_promise<push_gate_drained>();
+  gate.on_lease_seen(req.community_id);
+  gate_drain d{req.community_id, {}, promise};
+  for (auto& [writer, batch] : in_flight)
+    d.writers.insert(writer);
+  if (d.writers.empty())
+    promise.deliver(push_gate_drained{gate.skipped(req.community_id)});
+  else
+    drains.push_back(std::move(d));
+  return promise;
+}
+
+void ingest_state::settle_drains(const caf::actor_addr& finished) {
+  for (auto i = drains.begin(); i != drains.end();) {
+    i->writers.erase(finished);
+    if (!i->writers.empty()) {
+      ++i;
+      continue;
+    }
+    i->promise.deliver(push_gate_drained{gate.skipped(i->community_id)});
+    i = drains.erase(i);
+  }
 }
 
 // One lease, alone, in its own transaction (db::accept_lease_event).
 void ingest_state::dispatch_lease() {
   auto writer = std::move(idle_writers.back());
   idle_writers.pop_back();
+  auto& front = queue.front();
+  if (settings.cluster_gate && front.confirmed_at != time_point{}
+      && env.steady_now() - front.confirmed_at > settings.gate_confirmation_ttl) {
+    // A starting node reads intents back only so far (migrations/0014).
+    front.promise.deliver(ingest_reply{
+      write_outcome::failed, "push lease: the cluster's confirmation is too old; retry"});
+    queue.pop_front();
+    idle_writers.push_back(std::move(writer));
+    return;
+  }
   auto& batch = in_flight[writer.address()];
   write_batch_request req;
   req.lease = true;
-  req.items.push_back(queue.front().item);
-  req.push_skipped = gate.take_skipped(queue.front().item.community_id);
+  req.items.push_back(front.item);
+  req.push_skipped = gate.take_skipped(front.item.community_id);
+  for (auto& id : front.remote_skipped)
+    req.push_skipped.push_back(std::move(id));
   batch.items.push_back(std::move(queue.front()));
   queue.pop_front();
   auto done = [this, writer](write_batch_reply& reply) { on_batch_done(writer, std::move(reply)); };
@@ -193,7 +272,15 @@ void ingest_state::dispatch_lease() {
 }
 
 void ingest_state::on_gate_loaded(const push_gate_loaded& loaded) {
-  gate.on_loaded(loaded.communities);
+  // Clustered, the matcher's load is not ordered after this node's
+  // registration; the relay's is (push_gate_relay.hpp).
+  if (!settings.cluster_gate)
+    gate.on_loaded(loaded.communities);
+}
+
+void ingest_state::on_cluster_gate_loaded(const cluster_gate_loaded& loaded) {
+  if (settings.cluster_gate && loaded.ok)
+    gate.on_loaded(loaded.communities);
 }
 
 // Start-up: every writer connection probes the roster fence; the first
@@ -243,6 +330,12 @@ ingest_actor::behavior_type ingest_actor_impl(ingest_ptr self, ingest_settings s
       trace_section section{self->state.env};
       trace_node_message(self->state.env, "input", loaded);
       self->state.on_gate_loaded(loaded);
+    },
+    // A clustered node's gate (not recorded: docs/traces.md, "Limits").
+    [self](push_gate_attach& attach) { self->state.gate_relay = std::move(attach.relay); },
+    [self](cluster_gate_loaded& loaded) { self->state.on_cluster_gate_loaded(loaded); },
+    [self](push_gate_remote& req) -> caf::typed_response_promise<push_gate_drained> {
+      return self->state.on_gate_remote(req);
     },
     // -- timers -----------------------------------------------------------------
     [self](ingest_tick tick) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct ingest_settings {
   // cache off, every batch runs it for every community.
   bool push_enabled = true;
   bool push_gate_cache = true;
+  // A clustered node with the cache: a lease is written only after every
+  // other node gates its community (push_gate_relay), and the cache loads
+  // from the relay, not the matcher (docs/push.md, "Several nodes").
+  bool cluster_gate = false;
+  // A lease whose cluster confirmation is older than this when its turn
+  // comes is refused (retry): the intents a starting node loads are only
+  // read back ten minutes (migrations/0014).
+  std::chrono::seconds gate_confirmation_ttl{60};
 };
 
 struct ingest_state;
@@ -53,6 +62,16 @@ struct ingest_state {
     caf::typed_response_promise<ingest_reply> promise;
     time_point queued_at;
     bool lease = false;  // a push lease: written alone, behind the barrier
+    // A clustered lease: what the other nodes stored ungated, and when they
+    // confirmed they gate its community.
+    std::vector<std::string> remote_skipped;
+    time_point confirmed_at{};
+  };
+  // Another node's lease waits for the batches in flight when it asked.
+  struct gate_drain {
+    int64_t community_id = 0;
+    std::set<caf::actor_addr> writers;
+    caf::typed_response_promise<push_gate_drained> promise;
   };
   // A batch a writer is running, and what it was told about the push gate.
   struct flight {
@@ -80,6 +99,8 @@ struct ingest_state {
   std::array<arrival, remembered> recent{};
   size_t recent_next = 0;
   bool hold_armed = false;  // an ingest_tick is on its way
+  push_gate_relay_actor gate_relay;  // set by the relay on a clustered node
+  std::vector<gate_drain> drains;
 
   void init(ingest_ptr self_ptr, ingest_settings s, std::vector<writer_session_actor> writers,
             hub_actor h, node_env e);
@@ -87,6 +108,8 @@ struct ingest_state {
   void on_tick();
   caf::typed_response_promise<fence_probe_reply> on_fence_probe();
   void on_gate_loaded(const push_gate_loaded& loaded);
+  void on_cluster_gate_loaded(const cluster_gate_loaded& loaded);
+  caf::typed_response_promise<push_gate_drained> on_gate_remote(const push_gate_remote& req);
   void on_exit(const caf::exit_msg& msg);
 
   void note_arrival(const std::string& author, time_point now);
@@ -99,6 +122,8 @@ struct ingest_state {
  private:
   void dispatch();
   void dispatch_lease();
+  void ask_cluster(pending lease);
+  void settle_drains(const caf::actor_addr& finished);
   void on_batch_done(writer_session_actor writer, write_batch_reply reply);
 };
 

@@ -54,4 +54,9 @@ std::vector<std::string> push_gate_cache::take_skipped(int64_t community) {
   return out;
 }
 
+std::vector<std::string> push_gate_cache::skipped(int64_t community) const {
+  auto i = skipped_.find(community);
+  return i == skipped_.end() ? std::vector<std::string>{} : i->second;
+}
+
 }  // namespace waggle

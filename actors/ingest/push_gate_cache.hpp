@@ -52,6 +52,8 @@ class push_gate_cache {
   // community is gated now: remembered for that community's next lease.
   void note_stored(int64_t community, const std::string& event_id, const decision& at_dispatch);
   std::vector<std::string> take_skipped(int64_t community);
+  // The same, kept: for another node's lease (several may ask).
+  std::vector<std::string> skipped(int64_t community) const;
 
  private:
   bool enabled_;

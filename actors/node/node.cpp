@@ -18,6 +18,7 @@
 #include "actors/bus/nats_bus.hpp"
 #include "actors/fanout/cluster_relay.hpp"
 #include "actors/fanout/cluster_tail.hpp"
+#include "actors/push/push_gate_relay.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "actors/connection/event_admission.hpp"
 #include "actors/communities/management_actor.hpp"
@@ -185,6 +186,14 @@ void node::start_cluster() {
   relay_settings.doorbell = cfg_.cluster_doorbell;
   cluster_relay_ = system_->spawn(cluster_relay_impl, bus_, cluster_tail_, current_hub,
                                   relay_settings, env_.for_actor("cluster_relay"));
+  if (ingest_settings_for(cfg_).cluster_gate) {
+    push_gate_relay_settings gate_settings;
+    gate_settings.database_url = cfg_.database_url;
+    gate_settings.node_id = node_id_;
+    push_gate_relay_ = system_->spawn<caf::detached>(
+      push_gate_relay_impl, bus_, [board = board_] { return board->get()->ingest; },
+      gate_settings, env_.for_actor("push_gate_relay"));
+  }
   log::info("node", "cluster fanout started", {{"node_id", node_id_}});
 }
 
@@ -222,6 +231,8 @@ void node::stop() {
   caf::anon_send_exit(bus_probe_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cluster_relay_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cluster_tail_, caf::exit_reason::user_shutdown);
+  if (push_gate_relay_)
+    caf::anon_send_exit(push_gate_relay_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus_, caf::exit_reason::user_shutdown);
   {
     std::lock_guard guard{conn_mtx_};
@@ -237,6 +248,7 @@ void node::stop() {
   bus_probe_ = nullptr;
   cluster_relay_ = nullptr;
   cluster_tail_ = nullptr;
+  push_gate_relay_ = nullptr;
   bus_ = nullptr;
   system_.reset();
 }
@@ -336,6 +348,7 @@ ingest_settings ingest_settings_for(const node_config& cfg) {
   settings.commit_siblings = cfg.commit_siblings;
   settings.push_enabled = !cfg.push_gateway_url.empty();
   settings.push_gate_cache = cfg.push_gate_cache;
+  settings.cluster_gate = cfg.bus != "inproc" && settings.push_enabled && cfg.push_gate_cache;
   return settings;
 }
 

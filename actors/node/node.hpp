@@ -111,6 +111,7 @@ class node {
   void start_cluster();
   cluster_relay_actor cluster_relay_;  // none with the in-process bus
   cluster_tail_actor cluster_tail_;
+  push_gate_relay_actor push_gate_relay_;  // clustered, with push and the gate cache
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...

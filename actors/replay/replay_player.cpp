@@ -143,6 +143,9 @@ replay_ingest_gate_actor::behavior_type replay_ingest_gate(
     [self, ingest](fence_probe_request& req) { return self->delegate(ingest, req); },
     [self, ingest](ingest_tick& tick) { self->send(ingest, tick); },
     [self, ingest](push_gate_loaded& msg) { self->send(ingest, std::move(msg)); },
+    [self, ingest](push_gate_attach& msg) { self->send(ingest, std::move(msg)); },
+    [self, ingest](cluster_gate_loaded& msg) { self->send(ingest, std::move(msg)); },
+    [self, ingest](push_gate_remote& req) { return self->delegate(ingest, req); },
     [self, player](ingest_request& req) {
       auto from = player->name_of(self->current_sender());
       ++player->gate_held["ingest takes " + (req.ev ? req.ev->id : std::string{}) + " from " + from];
