@@ -6,6 +6,7 @@
 // stand-in received by event id and by signing node.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -146,14 +147,16 @@ inline std::string publish(gateway::ws_client& c, const proto::event& ev) {
   return "(no OK)";
 }
 
-// The stand-in operator listener: answers 200 at once and keeps, for every
-// request, the event id of its body and the Authorization header.
+// The stand-in operator listener: answers at once with the status of the
+// moment (200 unless told otherwise) and keeps, for every request, the event
+// id of its body, the Authorization header and the status it answered.
 class recording_listener {
  public:
   struct request {
     std::string event_id;
     std::string authorization;
     std::string body;
+    int answered = 0;
   };
   recording_listener()
       : stub_(0, [this](const bench::http_stub::request& req, int64_t) {
@@ -166,10 +169,12 @@ class recording_listener {
           if (auto a = req.find(boost::beast::http::field::authorization); a != req.end())
             r.authorization = std::string{a->value()};
           r.body = req.body();
+          r.answered = status_.load();
           std::lock_guard lk(m_);
-          got_.push_back(std::move(r));
-          return 200;
+          got_.push_back(r);
+          return r.answered;
         }) {}
+  void answer(int status) { status_.store(status); }
   std::string url() const { return stub_.url("/listener"); }
   uint16_t port() const { return stub_.port(); }
   std::vector<request> requests() {
@@ -182,6 +187,7 @@ class recording_listener {
   }
 
  private:
+  std::atomic<int> status_{200};
   std::mutex m_;
   std::vector<request> got_;
   bench::http_stub stub_;  // last: its io thread stops before the rest goes
@@ -255,30 +261,53 @@ inline node_metrics scrape(uint16_t port) {
   return m;
 }
 
-// Requests of one pipeline, by event id and by signing node.
-struct tally {
-  size_t requests = 0, distinct = 0, duplicates = 0, missing = 0, unknown = 0;
-  std::map<std::string, size_t> by_signer;  // relay pubkey -> requests
-  std::vector<std::string> twice;           // a few event ids seen more than once
+// One request a stand-in received: the event it was for, the node that
+// signed it (its relay key) and the status it was answered.
+struct hit {
+  std::string event_id;
+  std::string signer;
+  int answered = 0;
 };
 
-inline tally count(const std::vector<std::pair<std::string, std::string>>& seen,  // (event id, signer)
-            const std::vector<std::string>& accepted) {
+// Requests of one pipeline, by event id and by signing node. An event is
+// delivered by a request answered 2xx; requests answered otherwise (the
+// stand-in refusing) are what the nodes retry.
+struct tally {
+  size_t requests = 0, distinct = 0, duplicates = 0, missing = 0, unknown = 0;
+  size_t refused = 0;        // requests answered non-2xx
+  size_t delivered_again = 0;  // 2xx answers beyond the first of an event
+  std::map<std::string, size_t> by_signer;            // relay pubkey -> requests
+  std::map<std::string, size_t> after_refusal_by_signer;  // 2xx of an event refused before
+  std::vector<std::string> twice;  // a few event ids delivered (2xx) more than once
+};
+
+inline tally count(const std::vector<hit>& seen, const std::vector<std::string>& accepted) {
   tally t;
-  std::map<std::string, size_t> per_event;
-  std::set<std::string> wanted(accepted.begin(), accepted.end());
-  for (auto& [id, signer] : seen) {
+  std::map<std::string, size_t> per_event, ok_per_event;
+  std::set<std::string> wanted(accepted.begin(), accepted.end()), refused_before;
+  for (auto& h : seen) {
     ++t.requests;
-    ++t.by_signer[signer];
-    if (!wanted.count(id))
+    ++t.by_signer[h.signer];
+    if (!wanted.count(h.event_id))
       ++t.unknown;
-    if (++per_event[id] == 2 && t.twice.size() < 5)
-      t.twice.push_back(id);
+    ++per_event[h.event_id];
+    if (h.answered < 200 || h.answered > 299) {
+      ++t.refused;
+      refused_before.insert(h.event_id);
+      continue;
+    }
+    if (refused_before.count(h.event_id))
+      ++t.after_refusal_by_signer[h.signer];
+    if (++ok_per_event[h.event_id] >= 2) {
+      ++t.delivered_again;
+      if (t.twice.size() < 5)
+        t.twice.push_back(h.event_id);
+    }
   }
   t.distinct = per_event.size();
   t.duplicates = t.requests - t.distinct;
   for (auto& id : accepted)
-    t.missing += per_event.count(id) == 0;
+    t.missing += ok_per_event.count(id) == 0;
   return t;
 }
 
