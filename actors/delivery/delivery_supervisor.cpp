@@ -43,8 +43,13 @@ void delivery_supervisor_state::init(delivery_supervisor_ptr self_ptr, delivery_
 
 void delivery_supervisor_state::claim() {
   send_ready();  // jobs already claimed go first
-  if (free_slots.empty())
-    return;  // a slot that frees claims again
+  if (free_slots.empty()) {
+    // A slot that frees claims again; where freed slots do not claim (push),
+    // only the poll does, so it must stay armed or retries wait forever.
+    if (!settings.claim_when_freed)
+      arm_poll(poll_delay);
+    return;
+  }
   if (claiming) {
     claim_again = true;
     return;

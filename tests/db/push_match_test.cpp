@@ -92,6 +92,39 @@ TEST_F(PushMatchTest, TwoConcurrentClaimersNeverShareAJob) {
   (void)c;
 }
 
+// Retries and lapsed claims reach delivery only through claim_wakes, which
+// every node's push supervisor runs on its poll: a wake another node's claim
+// holds (its row lock, taken mid-statement) is neither waited for nor taken.
+// Red with SKIP LOCKED taken out of the claim, and with its whole row lock:
+// the claim waits for the held row and the lock timeout fires (without the
+// row lock, a claim that waited on another's update would then claim the row
+// again). tests/e2e/cluster_claims_test.cpp stayed green with the row lock
+// taken out: two nodes' polls seldom claim in the same millisecond.
+TEST_F(PushMatchTest, TwoConcurrentWakeClaimersNeverShareAWake) {
+  auto c = with_jobs(3);
+  auto b = run();
+  ASSERT_EQ(b.ready.size(), 3u);
+  std::vector<db::wake_complete> back;
+  for (const auto& w : b.ready)
+    back.push_back({c, w.id, w.claim_id, db::wake_completion::retry, std::chrono::milliseconds(0)});
+  db::complete_wakes(conn(), back, 8);
+  auto holder = connect();
+  pqxx::work holding(*holder);
+  holding.exec_params("SELECT 1 FROM push_wake_outbox WHERE community_id = $1 AND id = $2 "
+                      "FOR UPDATE",
+                      c, b.ready[0].id);
+  auto claimer = connect();
+  pqxx::nontransaction(*claimer).exec("SET lock_timeout = '2s'");
+  auto got = db::claim_wakes(*claimer, 10, std::chrono::seconds(30), 8);
+  EXPECT_EQ(got.size(), 2u);
+  for (const auto& g : got)
+    EXPECT_NE(g.wake.id, b.ready[0].id) << "a wake another claim holds";
+  holding.commit();
+  auto rest = db::claim_wakes(*claimer, 10, std::chrono::seconds(30), 8);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].wake.id, b.ready[0].id);
+}
+
 TEST_F(PushMatchTest, ABatchWakesTheLeaseHolderOnceAndCompletesItsJobs) {
   std::vector<std::string> ids;
   auto c = with_jobs(4, &ids);

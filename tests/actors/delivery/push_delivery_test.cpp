@@ -83,6 +83,26 @@ TEST_F(PushDeliveryTest, AWakeThatWaitedPastItsRevalidationIsNotSent) {
   EXPECT_TRUE(http->pending.empty()) << "its claim's lease runs out; a claim revalidates it";
 }
 
+// Found by tests/e2e/cluster_claims_test.cpp: a poll that came while every
+// slot was out (first attempts handed over) returned without arming the next
+// one, and a freed slot does not claim, so the node never claimed its retries
+// again (402 wakes stayed pending, due for a minute, on both nodes).
+TEST_F(PushDeliveryTest, APollWhileEverySlotIsOutStillLeadsToALaterClaim) {
+  start(1);
+  auto claims_at_start = queue->claims.size();
+  ready({wake(1)});
+  ASSERT_EQ(http->pending.size(), 1u);
+  sched().advance_time(5s);  // the poll comes with the only slot out
+  run();
+  EXPECT_TRUE(http->answer(200));
+  run();
+  queue->add(gateway);  // a retry, due
+  sched().advance_time(5s);
+  run();
+  EXPECT_GT(queue->claims.size(), claims_at_start) << "no poll claimed after the busy one";
+  EXPECT_EQ(http->pending.size(), 1u) << "the retry is sent";
+}
+
 TEST_F(PushDeliveryTest, AGoneAnswerIsItsOwnVerdict) {
   start(1);
   ready({wake(1)});
