@@ -178,6 +178,10 @@ std::vector<connection_actor> subscription_index::connections_in(int64_t communi
 void hub_state::init(hub_ptr self_ptr, node_env e) {
   self = self_ptr;
   env = std::move(e);
+  // Named for traces: a connection's reply_in of an ephemeral event's ack
+  // says it came from the hub.
+  if (env.trace)
+    env.trace->spawned(env.actor, caf::actor_cast<caf::actor>(self));
 }
 
 template <class Msg>
