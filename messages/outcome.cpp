@@ -56,7 +56,9 @@ answer answer_for(write_outcome outcome, const std::string& reason) {
   // The reasons an acceptance or a failure is given when the database named none.
   switch (outcome) {
     case write_outcome::stored:
-      return make_answer({});
+      // Empty but for a removal other nodes did not confirm (the group
+      // actor's barrier): the client is told which, as the OK's message.
+      return make_answer({ec::none, reason});
     case write_outcome::duplicate:
       return make_answer({ec::duplicate, "already have this event"});
     case write_outcome::superseded:

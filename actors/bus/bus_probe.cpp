@@ -5,7 +5,7 @@
 #include <rapidjson/document.h>
 
 #include "actors/support/log.hpp"
-#include "actors/trace/trace_recorder.hpp"
+#include "actors/trace/trace_numbered.hpp"
 #include "messages/proto/nip11.hpp"
 
 namespace waggle {
@@ -19,42 +19,6 @@ std::string bus_probe_subject(const std::string& node_id) {
 }
 
 namespace {
-
-// The bus's boundary, as the trace holds it (docs/traces.md, "The bus"):
-// what went out under its request number, and what came back for it.
-template <class Msg>
-void trace_bus_out(const node_env& env, uint64_t n, const Msg& msg) {
-  if (env.trace && env.trace->node_level())
-    env.trace->record(env.actor, "bus_out",
-                      trace_fields{}
-                        .num("n", static_cast<int64_t>(n))
-                        .str("type", trace_codec::name_of<Msg>())
-                        .raw("msg", trace_codec::encode(msg)));
-}
-
-template <class Reply>
-void trace_bus_reply(const node_env& env, uint64_t n, const Reply& reply) {
-  if (env.trace && env.trace->node_level())
-    env.trace->record(env.actor, "bus_reply",
-                      trace_fields{}
-                        .num("n", static_cast<int64_t>(n))
-                        .str("type", trace_codec::name_of<Reply>())
-                        .raw("msg", trace_codec::encode(reply)));
-}
-
-// An error as [code, category]: the bus_errc (or CAF's own code) decides
-// what the probe does, the context text does not.
-void trace_bus_error(const node_env& env, uint64_t n, const caf::error& err) {
-  if (!env.trace || !env.trace->node_level())
-    return;
-  std::string msg = "[";
-  msg += std::to_string(err.code());
-  msg += ",\"";
-  msg += caf::to_string(err.category());
-  msg += "\"]";
-  env.trace->record(env.actor, "bus_reply",
-                    trace_fields{}.num("n", static_cast<int64_t>(n)).str("type", "error").raw("msg", msg));
-}
 
 std::string ping_answer(const std::string& node_id) {
   // Node ids are [A-Za-z0-9_-] (bus_valid_node_id): nothing to escape.
@@ -71,17 +35,17 @@ std::string probe_payload(const std::string& node_id, uint64_t n) {
 template <class Reply, class Msg, class Done, class Failed>
 void bus_probe_state::ask(Msg msg, Done done, Failed failed) {
   auto n = ++requests;
-  trace_bus_out(env, n, msg);
+  trace_numbered(env, "bus_out", n, msg);
   self->request(bus, settings.answer_bound, std::move(msg))
     .then(
       [this, n, done](Reply& reply) mutable {
         trace_section section{env};
-        trace_bus_reply(env, n, reply);
+        trace_numbered(env, "bus_reply", n, reply);
         done(reply);
       },
       [this, n, failed](caf::error& err) mutable {
         trace_section section{env};
-        trace_bus_error(env, n, err);
+        trace_numbered_error(env, "bus_reply", n, err);
         failed(err);
       });
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/event.hpp"
 
 namespace waggle {
@@ -42,6 +43,14 @@ void cluster_relay_state::init(ptr self_ptr, bus_actor b, cluster_tail_actor t,
   current_hub = std::move(hub);
   settings = std::move(s);
   env = std::move(e);
+  // No replay runs the relay (docs/traces.md, "The cluster"): what it hands
+  // the hub is recorded where the hub takes it, what the hub sends it where
+  // the hub sends it. Its own clock readings (the doorbell's coalescing)
+  // decide only rings, which reach no replayed actor.
+  if (env.trace) {
+    env.trace->spawned(env.actor, caf::actor_cast<caf::actor>(self));
+    env.trace = nullptr;
+  }
   if (settings.doorbell)
     subjects.emplace_back(cluster_commits_subject, false);
   subjects.emplace_back(cluster_ephemeral_subject, false);

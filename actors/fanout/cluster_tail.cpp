@@ -6,6 +6,7 @@
 
 #include "actors/fanout/revocations.hpp"
 #include "actors/support/log.hpp"
+#include "actors/trace/trace_recorder.hpp"
 #include "actors/support/metrics.hpp"
 #include "db/bus_store.hpp"
 #include "messages/proto/event.hpp"
@@ -18,6 +19,14 @@ void cluster_tail_state::init(ptr self_ptr, cluster_tail_settings s,
   settings = std::move(s);
   current_hub = std::move(hub);
   env = std::move(e);
+  // A trace holds what the tail sends the hub, where the hub takes it
+  // (docs/traces.md, "The cluster"): it names the tail as its sender. The
+  // tail itself is a database connection no replay runs: its clock readings
+  // (the registry's heartbeat) would only fill the file.
+  if (env.trace) {
+    env.trace->spawned(env.actor, caf::actor_cast<caf::actor>(self));
+    env.trace = nullptr;
+  }
   connect();
   self->delayed_send(self, settings.poll, cluster_tail_tick{true});
 }

@@ -7,6 +7,7 @@
 
 #include "actors/fanout/revocations.hpp"
 #include "actors/support/log.hpp"
+#include "actors/trace/trace_numbered.hpp"
 #include "messages/proto/nip29.hpp"
 #include "messages/proto/nip40.hpp"
 
@@ -177,12 +178,28 @@ std::vector<connection_actor> subscription_index::connections_in(int64_t communi
 void hub_state::init(hub_ptr self_ptr, node_env e) {
   self = self_ptr;
   env = std::move(e);
+  // Named for traces: a connection's reply_in of an ephemeral event's ack
+  // says it came from the hub.
+  if (env.trace)
+    env.trace->spawned(env.actor, caf::actor_cast<caf::actor>(self));
+}
+
+template <class Msg>
+uint64_t hub_state::trace_to_relay(const Msg& msg) {
+  if (!env.trace || !env.trace->node_level())
+    return 0;
+  auto n = ++relay_sent;
+  trace_numbered(env, "cluster_out", n, msg);
+  return n;
 }
 
 void hub_state::on_committed(const committed_events& batch) {
   auto fanned = fan_out(batch.items);
-  if (relay && fanned > 0)
-    self->send(relay, cluster_local_commit{static_cast<uint32_t>(fanned)});
+  if (relay && fanned > 0) {
+    cluster_local_commit ring{static_cast<uint32_t>(fanned)};
+    trace_to_relay(ring);
+    self->send(relay, ring);
+  }
 }
 
 void hub_state::on_cluster_committed(const cluster_committed& batch) {
@@ -266,8 +283,11 @@ void hub_state::on_revoked(const access_revoked& msg) {
 // committed events out of the window (any client can send them cheaply).
 hub_ack hub_state::on_ephemeral(const ephemeral_publish& msg) {
   fan_out({msg.item}, false, false);
-  if (relay)
-    self->send(relay, cluster_local_ephemeral{msg.item});
+  if (relay) {
+    cluster_local_ephemeral out{msg.item};
+    trace_to_relay(out);
+    self->send(relay, std::move(out));
+  }
   return {};
 }
 
@@ -289,13 +309,25 @@ caf::typed_response_promise<cluster_barrier_done> hub_state::on_barrier() {
     promise.deliver(std::move(done));
     return promise;
   }
+  // The relay's answer is an input of the node (the other nodes' word):
+  // recorded as this hub takes it, so a replay hands it over here.
+  auto n = trace_to_relay(cluster_barrier{});
   self->request(relay, std::chrono::seconds(10), cluster_barrier{})
-    .then([promise](cluster_barrier_done& done) mutable { promise.deliver(std::move(done)); },
-          [promise](caf::error&) mutable {
-            cluster_barrier_done done;
-            done.unconfirmed.push_back("(the cluster relay did not answer)");
-            promise.deliver(std::move(done));
-          });
+    .then(
+      [this, promise, n](cluster_barrier_done& done) mutable {
+        trace_section section{env, n > 0};
+        if (n > 0)
+          trace_numbered(env, "cluster_reply", n, done);
+        promise.deliver(std::move(done));
+      },
+      [this, promise, n](caf::error& err) mutable {
+        trace_section section{env, n > 0};
+        if (n > 0)
+          trace_numbered_error(env, "cluster_reply", n, err);
+        cluster_barrier_done done;
+        done.unconfirmed.push_back("(the cluster relay did not answer)");
+        promise.deliver(std::move(done));
+      });
   return promise;
 }
 
@@ -310,27 +342,73 @@ void hub_state::on_down(const caf::down_msg& msg) { index.remove_connection(msg.
 
 namespace {
 
+// What reaches the hub from actors no replay runs (docs/traces.md, "The
+// cluster"): the cluster tail's pages and revocations, the relay's ephemeral
+// events, syncs and attach, and access_revoked (sent only by actors outside
+// a replay: the tail, the membership and community watchers, the HTTP API).
+// Recorded as an input in a section, so what the hub sends for it follows.
+template <class Msg>
+void trace_taken(const node_env& env, const Msg& msg) {
+  trace_node_message(env, "input", msg);
+}
+
+// channel_revoked comes from the group actor too, which a replay runs: only
+// the tail's (a command another node ran) is an input.
+bool from_tail(hub_ptr self) {
+  auto& env = self->state.env;
+  if (!env.trace || !env.trace->node_level() || !self->current_sender())
+    return false;
+  return env.trace->name_of(self->current_sender()->address()) == "cluster_tail";
+}
+
 hub_actor::behavior_type hub_behavior(hub_ptr self, node_env env, bool clustered) {
   self->state.init(self, std::move(env));
   self->state.clustered = clustered;
   self->set_down_handler([self](const caf::down_msg& msg) { self->state.on_down(msg); });
+  auto& e = self->state.env;
   return {
     // -- committed events -------------------------------------------------------
     [self](committed_events& batch) { self->state.on_committed(batch); },
     [self](ephemeral_publish& msg) { return self->state.on_ephemeral(msg); },
     // -- the cluster (docs/scaling.md) ------------------------------------------
-    [self](cluster_committed& batch) { self->state.on_cluster_committed(batch); },
-    [self](cluster_ephemeral& msg) { self->state.on_cluster_ephemeral(msg); },
-    [self](cluster_attach& msg) { self->state.on_attach(msg); },
+    [self, &e](cluster_committed& batch) {
+      trace_section section{e};
+      trace_taken(e, batch);
+      self->state.on_cluster_committed(batch);
+    },
+    [self, &e](cluster_ephemeral& msg) {
+      trace_section section{e};
+      trace_taken(e, msg);
+      self->state.on_cluster_ephemeral(msg);
+    },
+    [self, &e](cluster_attach& msg) {
+      trace_section section{e};
+      trace_taken(e, msg);
+      self->state.on_attach(msg);
+    },
     [self](cluster_barrier&) { return self->state.on_barrier(); },
     // Mailbox order: everything sent here before it has been handled.
-    [](cluster_sync&) { return cluster_synced{}; },
+    [&e](cluster_sync& msg) {
+      trace_section section{e};
+      trace_taken(e, msg);
+      return cluster_synced{};
+    },
     // -- subscriptions ----------------------------------------------------------
     [self](hub_subscribe& req) { return self->state.on_subscribe(req); },
     [self](hub_unsubscribe& req) { self->state.on_unsubscribe(req); },
     // -- revocations ------------------------------------------------------------
-    [self](channel_revoked& msg) { self->state.on_revoked(msg); },
-    [self](access_revoked& msg) { self->state.on_revoked(msg); },
+    [self, &e](channel_revoked& msg) {
+      auto tail = from_tail(self);
+      trace_section section{e, tail};
+      if (tail)
+        trace_taken(e, msg);
+      self->state.on_revoked(msg);
+    },
+    [self, &e](access_revoked& msg) {
+      trace_section section{e};
+      trace_taken(e, msg);
+      self->state.on_revoked(msg);
+    },
   };
 }
 

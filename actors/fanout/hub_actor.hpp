@@ -88,6 +88,11 @@ struct hub_state {
   bool clustered = false;  // spawned by clustered_hub_actor_impl
   cluster_relay_actor relay;
   recent_events recent;
+  // What it sends the relay, numbered while a trace is recorded (a replay
+  // runs no relay: docs/traces.md, "The cluster"); 0 when not recorded.
+  uint64_t relay_sent = 0;
+  template <class Msg>
+  uint64_t trace_to_relay(const Msg& msg);
 
   void init(hub_ptr self_ptr, node_env e);
   // A local commit: fanned out, then the relay rings the other nodes.

@@ -410,6 +410,10 @@ std::string trace_node_json(const node_config& cfg, const std::string& relay_pub
   w.Bool(cfg.push_gate_cache);
   num("push_slots", push ? static_cast<int64_t>(cfg.push_slots) : 0);
   num("push_completion_delay_ms", push ? cfg.push_completion_delay_ms : 0);
+  // The bus driver: on any but inproc the node was clustered, and a replay
+  // spawns the clustered hub (docs/traces.md, "The cluster").
+  w.Key("bus");
+  w.String(cfg.bus.c_str());
   // The bus probe (docs/bus.md): its subjects are named after the node.
   if (!bus_node_id.empty()) {
     w.Key("bus_node_id");

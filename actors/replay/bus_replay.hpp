@@ -21,23 +21,10 @@
 #include <rapidjson/document.h>
 
 #include "actors/bus/bus_probe.hpp"
+#include "actors/replay/numbered_log.hpp"
 #include "actors/replay/replay_player.hpp"
 
 namespace waggle {
-
-// What the probe sent the stand-in, in order.
-struct replay_bus_log {
-  struct request {
-    std::string type;     // "bus_publish", "bus_subscribe", ...
-    std::string msg;      // trace_codec JSON
-    uint64_t during = 0;  // the input being replayed when it was sent
-    bool matched = false; // by its bus_out record
-    // Delivers the recorded reply ("error" or the reply's type); false when
-    // it is not one this request waits for. Null: nothing to answer.
-    std::function<bool(const std::string&, const rapidjson::Value&)> answer;
-  };
-  std::vector<request> requests;
-};
 
 // The stand-in: a bus, and the driver's ("reply", n, type, json).
 using replay_bus_actor = bus_actor::extend<
@@ -74,7 +61,7 @@ class bus_replay {
 
  private:
   replay_player_ptr player_;
-  std::shared_ptr<replay_bus_log> log_;
+  std::shared_ptr<replay_numbered_log> log_;
   caf::actor bus_;
   caf::actor probe_;
 };

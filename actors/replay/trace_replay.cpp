@@ -22,6 +22,7 @@
 #include "actors/ingest/ingest_actor.hpp"
 #include "actors/bus/caf_bus_settings.hpp"
 #include "actors/replay/bus_replay.hpp"
+#include "actors/replay/cluster_replay.hpp"
 #include "actors/replay/delivery_replay.hpp"
 #include "actors/replay/push_match_check.hpp"
 #include "actors/node/node.hpp"
@@ -48,7 +49,7 @@ struct record {
   std::string auth_pubkey;  // http_in
   std::string id;           // ingest_in: the event's id
   std::string from;         // reader_in: who sent the read
-  uint64_t n = 0;           // bus_out, bus_reply: the bus probe's request number
+  uint64_t n = 0;           // bus_out, bus_reply, cluster_out, cluster_reply: the request number
 };
 
 std::string render(const rapidjson::Value& v) {
@@ -93,7 +94,10 @@ bool runs_in_replay(const std::string& actor) {
   auto starts = [&](const char* prefix) { return actor.rfind(prefix, 0) == 0; };
   // (Nor the bus drivers, "bus" and "bus-*": a node records none of their
   // readings, and a replay runs only the bus probe, "bus_probe".)
+  // (Nor the cluster tail and relay, which record none either: what they
+  // handed the hub is the hub's input, docs/traces.md "The cluster".)
   return actor != push_matcher_name && actor != "bus" && !starts("bus-") && !starts("writer-")
+         && actor != "cluster_tail" && actor != "cluster_relay"
          && !starts("reader-")
          && !starts("group_session") && actor != "delivery_store" && actor != "push_store";
 }
@@ -109,6 +113,11 @@ struct node_switches {
   // The bus probe (docs/bus.md): spawned when the header names the node.
   std::string bus_node_id;
   int64_t bus_probe_ms = 10000;
+  // The cluster (docs/traces.md, "The cluster"): a node on a bus other than
+  // inproc ran the clustered hub; its relay attached before the recording
+  // started unless the trace holds the attach.
+  bool clustered = false;
+  bool attach_at_start = false;
 };
 
 // Deeper than any message of messages/ nests; deeper lines are
@@ -215,6 +224,9 @@ node_config config_from(const rapidjson::Value& node, std::string& relay_pubkey,
   switches.bus_node_id = string_field(node, "bus_node_id");
   switches.bus_probe_ms = int_field(node, "bus_probe_ms", switches.bus_probe_ms);
   switches.push_completion_delay_ms = cfg.push_completion_delay_ms;
+  // Traces from before the cluster: the single-node hub.
+  auto bus = string_field(node, "bus");
+  switches.clustered = !bus.empty() && bus != "inproc";
   return cfg;
 }
 
@@ -253,6 +265,8 @@ class replayer {
   bool feed_delivery(const record& r);
   void feed_bus(const record& r);
   void check_bus_out(const record& r);
+  void feed_cluster(const record& r);
+  void check_cluster_out(const record& r);
   void check_match(const record& r);
   std::optional<caf::actor> connection_of(const record& r);
   // After the last record: whatever the replay did that the trace did not.
@@ -323,6 +337,7 @@ class replayer {
   // The listeners' supervisor (delivery_slots > 0), the push one (push on).
   std::vector<std::unique_ptr<delivery_replay>> deliveries_;
   std::unique_ptr<bus_replay> bus_;  // the bus probe over a stand-in bus, if the node ran one
+  std::unique_ptr<cluster_replay> cluster_;  // the stand-in relay under the hub
   std::set<std::string> fed_actors_;  // actors fed an input so far (check_made_in_time)
   delivery_replay* delivery_of(const std::string& actor) const {
     for (auto& d : deliveries_)
@@ -333,7 +348,15 @@ class replayer {
 };
 
 void replayer::spawn_node() {
-  hub_ = keep(sys_->spawn(hub_actor_impl, env_.for_actor("hub")));
+  // A clustered node's hub dedupes what its tail brings back and fails a
+  // barrier closed without a relay: the replay runs the same hub.
+  hub_ = keep(switches_.clustered ? sys_->spawn(clustered_hub_actor_impl, env_.for_actor("hub"))
+                                  : sys_->spawn(hub_actor_impl, env_.for_actor("hub")));
+  player_->name(hub_.address(), "hub");
+  cluster_ = std::make_unique<cluster_replay>(*sys_, player_);
+  keep(cluster_->relay());
+  if (switches_.attach_at_start)
+    caf::anon_send(hub_, cluster_->attach());
   std::vector<writer_session_actor> writers;
   for (size_t i = 0; i < cfg_.writers; ++i)
     writers.push_back(stub("writer-" + std::to_string(i)));
@@ -433,6 +456,13 @@ void replayer::ready_reply(const record& r) {
 // A replayed actor takes a reply: the oldest ready one that answers a
 // request it made, of the type it took.
 void replayer::take_reply(const record& r) {
+  // The hub's ack of an ephemeral event: the replay runs the hub, whose
+  // answer reached the connection when the hub made it (no stand-in holds
+  // it), so there is nothing to hand over here; the connection's OK that
+  // follows is checked as a frame. (Traces recorded before the hub named
+  // itself say "" for it.)
+  if (r.type == "hub_ack" && (r.from.empty() || r.from == "hub"))
+    return;
   std::string best_stub;
   size_t best_index = 0;
   uint64_t best_seq = 0;
@@ -471,9 +501,11 @@ bool replayer::step(const record& r, replay_outcome& out) {
   static const std::set<std::string> fed = {"open",  "frame_in",  "closed",    "drain",
                                             "http_in", "timer",   "input",     "ingest_in",
                                             "reader_in", "reader_idle", "reply_in",
-                                            "bus_reply"};
-  // The matcher's inputs reach nothing the replay runs.
-  if (fed.count(r.kind) && r.actor != push_matcher_name) {
+                                            "bus_reply", "cluster_reply"};
+  // The matcher's inputs reach nothing the replay runs; nor does the hub's
+  // ack of an ephemeral event, which the replay hands over at once (take_reply).
+  bool hub_ack = r.kind == "reply_in" && r.type == "hub_ack";
+  if (fed.count(r.kind) && r.actor != push_matcher_name && !hub_ack) {
     player_->last_fed = r.seq;
     fed_actors_.insert(r.actor);
   }
@@ -587,6 +619,8 @@ bool replayer::feed_node(const record& r) {
     return feed_delivery(r);
   } else if ((k == "input" || k == "timer" || k == "bus_reply") && bus_replay::owns(r.actor)) {
     feed_bus(r);
+  } else if ((k == "input" || k == "cluster_reply") && cluster_replay::owns(r.actor, k, r.type)) {
+    feed_cluster(r);
   } else if (k == "db_reply") {
     ready_reply(r);
   } else if (k == "ingest_in") {
@@ -651,6 +685,36 @@ void replayer::feed_bus(const record& r) {
   }
 }
 
+// What the hub took from the cluster's tail and relay, or the relay's answer
+// to its request n (cluster_replay).
+void replayer::feed_cluster(const record& r) {
+  std::string error;
+  if (r.kind == "cluster_reply") {
+    if (auto msg = cluster_->reply_of(r.n, r.type, r.msg, error))
+      input(cluster_->relay(), std::move(*msg));
+    else
+      diverge(r, "answer " + std::to_string(r.n) + ": " + r.type + " " + r.msg, error);
+    return;
+  }
+  if (r.type != "access_revoked" && r.type != "channel_revoked" && !switches_.clustered)
+    return diverge(r, "a " + r.type + " to the hub",
+                   "the header says the node was not clustered (its bus was inproc)");
+  if (auto msg = cluster_->input_of(r.type, r.msg, error))
+    input(caf::actor_cast<caf::actor>(hub_), std::move(*msg));
+  else
+    diverge(r, "a " + r.type + " to the hub", error);
+}
+
+// What the hub sent the relay: its message n, as recorded, in time.
+void replayer::check_cluster_out(const record& r) {
+  auto expected = std::to_string(r.n) + ": " + r.type + " " + r.msg;
+  std::string replayed;
+  auto during = cluster_->match_out(r.n, r.type, r.msg, replayed);
+  if (!during)
+    return diverge(r, expected, replayed);
+  check_made_in_time(r, *during, expected);
+}
+
 // What the probe sent the bus: its request n, as recorded, in time.
 void replayer::check_bus_out(const record& r) {
   auto expected = std::to_string(r.n) + ": " + r.type + " " + r.msg;
@@ -675,6 +739,8 @@ bool replayer::check_output(const record& r) {
     check_post(r);
   else if (k == "bus_out" && bus_replay::owns(r.actor))
     check_bus_out(r);
+  else if (k == "cluster_out" && cluster_replay::owns(r.actor, k, r.type))
+    check_cluster_out(r);
   else if (k == "match" && r.actor == push_matcher_name)
     check_match(r);
   else
@@ -739,6 +805,11 @@ void replayer::check_leftovers() {
       end.kind = "bus_out";
       return diverge(end, "(no bus request)", *extra);
     }
+  if (auto extra = cluster_->unmatched_out()) {
+    end.actor = "hub";
+    end.kind = "cluster_out";
+    return diverge(end, "(nothing sent to the relay)", *extra);
+  }
   for (auto& [name, s] : player_->stubs)
     for (size_t j = 0; j < s.requests.size(); ++j)
       if (!s.matched[j]) {
@@ -858,6 +929,12 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
     out.error = "the header's bus_node_id or bus_probe_ms is not one a node could have";
     return out;
   }
+  // A relay that attached while the node was recorded is in the trace; one
+  // that attached before the recording started is attached at the start.
+  switches.attach_at_start
+    = switches.clustered && std::none_of(records.begin(), records.end(), [](const record& r) {
+        return r.actor == "hub" && r.kind == "input" && r.type == "cluster_attach";
+      });
   auto player = std::make_shared<replay_player>();
   for (auto& r : records)
     if (r.kind == "reading" && runs_in_replay(r.actor))

@@ -3,7 +3,10 @@
 // at a time, waiting for each answer, so the trace holds one clear story.
 //
 //   node trace_scenarios.mjs <client-session|bad-signature|roster-race|listener-retry|push-race> [ws://127.0.0.1:7777]
+//   node trace_scenarios.mjs cluster ws://127.0.0.1:A ws://127.0.0.1:B
 //
+// cluster drives two nodes of one cluster (two `waggle serve --bus postgres` over one database),
+// each recording its own trace.
 // listener-retry needs the relay started with --operator-listeners naming listener_standin.mjs,
 // and that stand-in's URL in WAGGLE_LISTENER_URL; push-race the relay started with
 // --push-gateway-url naming a stand-in answering 200, and the same URL in WAGGLE_LISTENER_URL.
@@ -37,8 +40,8 @@ function sign(u, kind, content, tags = []) {
 }
 
 // One socket: every frame it receives is queued; expect() takes the first frame that matches.
-async function connect(name) {
-  const ws = new WebSocket(url)
+async function connect(name, at = url) {
+  const ws = new WebSocket(at)
   const frames = []
   const waiters = []
   ws.on('message', (data) => {
@@ -52,6 +55,8 @@ async function connect(name) {
   })
   const conn = {
     name,
+    url: at,
+    queued: () => frames,
     send: (msg) => ws.send(JSON.stringify(msg)),
     async expect(what, pred) {
       step = `${name}: ${what}`
@@ -86,7 +91,7 @@ async function connect(name) {
 
 async function auth(conn, u) {
   const [, challenge] = await conn.expect('AUTH challenge', (f) => f[0] === 'AUTH')
-  const ev = sign(u, 22242, '', [['relay', url], ['challenge', challenge]])
+  const ev = sign(u, 22242, '', [['relay', conn.url], ['challenge', challenge]])
   conn.send(['AUTH', ev])
   await conn.ok(ev.id, true)
 }
@@ -130,6 +135,8 @@ function standin() {
   if (!url) fail('WAGGLE_LISTENER_URL is not set (the stand-in, listener_standin.mjs)')
   return { url, seen: async () => (await fetch(new URL('/seen', url))).json() }
 }
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const scenarios = {
   // NIP-42 AUTH, publish, a duplicate, REQ with history then a live event, CLOSE, disconnect.
@@ -295,6 +302,61 @@ const scenarios = {
       fail(`the gateway got ${JSON.stringify(posts)}`)
     for (const p of posts)
       if (p.body.includes('the lease')) fail(`a wake carries the message: ${p.body}`)
+    await a.close()
+    await b.close()
+  },
+
+  // Two nodes of one cluster (docs/scaling.md), A at the first URL, B at the second, each
+  // recording its own trace. alice (on A) makes a private channel and puts bob in it; bob
+  // subscribes to it on B, alice on A; alice posts on A: bob gets it on B (B's cluster tail
+  // reads it from the database), alice gets it once on A (A's tail brings her commit back and
+  // the clustered hub drops the copy); an ephemeral event alice sends on A reaches bob on B
+  // whole over the bus; then alice removes bob on A (kind 9001): before her OK, A's barrier
+  // asks B, B's tail reads the removal and B's hub closes bob's subscription there.
+  async cluster() {
+    const urlB = process.argv[4] || process.env.WAGGLE_RELAY_URL_B
+    if (!urlB) fail('no second node: node trace_scenarios.mjs cluster URL_A URL_B')
+    const alice = user('alice')
+    const bob = user('bob')
+    const a = await connect('alice@A', url)
+    await auth(a, alice)
+    const b = await connect('bob@B', urlB)
+    await auth(b, bob)
+    const group = 'ops' + Math.random().toString(16).slice(2, 10)
+    const create = sign(alice, 9007, '', [['h', group], ['private']])
+    a.send(['EVENT', create])
+    await a.ok(create.id, true)
+    const putBob = sign(alice, 9000, '', [['h', group], ['p', bob.pk, 'member']])
+    a.send(['EVENT', putBob])
+    await a.ok(putBob.id, true)
+    // B's tail reads the commands (and A's roster publications) on its polls before bob
+    // subscribes, so they are not interleaved with the story that follows.
+    await sleep(1000)
+    b.send(['REQ', 'live', { kinds: [9], '#h': [group] }])
+    await b.expect('EOSE live', (f) => f[0] === 'EOSE' && f[1] === 'live')
+    b.send(['REQ', 'eph', { kinds: [20001], authors: [alice.pk] }])
+    await b.expect('EOSE eph', (f) => f[0] === 'EOSE' && f[1] === 'eph')
+    a.send(['REQ', 'mine', { kinds: [9], '#h': [group] }])
+    await a.expect('EOSE mine', (f) => f[0] === 'EOSE' && f[1] === 'mine')
+    const hello = sign(alice, 9, 'hello from A', [['h', group]])
+    a.send(['EVENT', hello])
+    await a.ok(hello.id, true)
+    await a.expect('her own post, live', (f) => f[0] === 'EVENT' && f[1] === 'mine' && f[2].id === hello.id)
+    await b.expect('the post on B', (f) => f[0] === 'EVENT' && f[1] === 'live' && f[2].id === hello.id)
+    // A's tail reads alice's commit back (every 200 ms): the clustered hub drops that copy.
+    await sleep(1000)
+    step = 'alice@A: her post once'
+    if (a.queued().some((f) => f[0] === 'EVENT' && f[2]?.id === hello.id)) fail('alice got her post twice on A')
+    const wave = sign(alice, 20001, 'waves from A')
+    a.send(['EVENT', wave])
+    await a.ok(wave.id, true)
+    await b.expect('the ephemeral event on B', (f) => f[0] === 'EVENT' && f[1] === 'eph' && f[2].id === wave.id)
+    const remove = sign(alice, 9001, '', [['h', group], ['p', bob.pk]])
+    a.send(['EVENT', remove])
+    // Every other node confirmed: the OK's message names none unconfirmed.
+    const removed = await a.ok(remove.id, true)
+    if (removed[3] !== '') fail(`the removal's OK names unconfirmed nodes: ${JSON.stringify(removed)}`)
+    await b.expect('bob loses the channel on B', (f) => f[0] === 'CLOSED' && f[1] === 'live' && f[2].startsWith('restricted:'))
     await a.close()
     await b.close()
   },

@@ -41,6 +41,11 @@ TEST(OutcomeTable, WriteOutcomesAreAnsweredAsBefore) {
   EXPECT_TRUE(stored.accepted);
   EXPECT_EQ(stored.message, "");
   EXPECT_EQ(stored.metric, "accepted");
+  // Stored, with a word for the client (a removal other nodes did not confirm).
+  auto unconfirmed = answer_for(write_outcome::stored, "committed; not yet confirmed by node(s) b");
+  EXPECT_TRUE(unconfirmed.accepted);
+  EXPECT_EQ(unconfirmed.message, "committed; not yet confirmed by node(s) b");
+  EXPECT_EQ(unconfirmed.metric, "accepted");
 
   auto dup = answer_for(write_outcome::duplicate, "");
   EXPECT_TRUE(dup.accepted);

@@ -123,35 +123,23 @@ TEST_F(BusReplayTest, ARecordingOfPingsAndProbesReplaysStrictly) {
 
 std::vector<std::string> bus_trace() { return read_lines(traces_dir() / "bus.jsonl"); }
 
-// The line index of the first record with all of `parts`.
-size_t find(const std::vector<std::string>& lines, std::vector<std::string> parts,
-            size_t from = 1) {
-  for (size_t i = from; i < lines.size(); ++i) {
-    bool all = true;
-    for (auto& p : parts)
-      all = all && lines[i].find(p) != std::string::npos;
-    if (all)
-      return i;
-  }
-  ADD_FAILURE() << "no record with " << parts.front();
-  return 0;
-}
+using testing::find_line;
 
 TEST(BusTraceTest, HoldsARequestAQueueGroupDeliveryAndAProbeRoundAndReplaysStrictly) {
   auto lines = bus_trace();
   ASSERT_GT(lines.size(), 10u);
   EXPECT_NE(lines[0].find("\"bus_node_id\":\"rec1\""), std::string::npos);
   // Subscribed to its three subjects, the cluster ping in group "any".
-  find(lines, {"\"bus_out\"", "bus_subscribe", "[\"waggle.cluster.ping\",\"any\",null]"});
+  find_line(lines, {"\"bus_out\"", "bus_subscribe", "[\"waggle.cluster.ping\",\"any\",null]"});
   // A ping to the node and one to the cluster, each with an inbox, each answered there.
   for (auto subject : {"waggle.node.rec1.ping", "waggle.cluster.ping"}) {
-    auto in = find(lines, {"\"input\"", std::string{"[\""} + subject + "\"", "_INBOX."});
-    auto answer = find(lines, {"\"bus_out\"", "bus_publish", "[\"_INBOX.", "\\\"node\\\":\\\"rec1\\\""}, in);
+    auto in = find_line(lines, {"\"input\"", std::string{"[\""} + subject + "\"", "_INBOX."});
+    auto answer = find_line(lines, {"\"bus_out\"", "bus_publish", "[\"_INBOX.", "\\\"node\\\":\\\"rec1\\\""}, in);
     EXPECT_GT(answer, in);
   }
   // A probe published, then back.
-  auto sent = find(lines, {"\"bus_out\"", "bus_publish", "[\"waggle.node.rec1.probe\""});
-  find(lines, {"\"input\"", "[\"waggle.node.rec1.probe\""}, sent);
+  auto sent = find_line(lines, {"\"bus_out\"", "bus_publish", "[\"waggle.node.rec1.probe\""});
+  find_line(lines, {"\"input\"", "[\"waggle.node.rec1.probe\""}, sent);
   auto out = replay_lines(lines, {.strict = true});
   EXPECT_TRUE(out.identical) << out.summary();
 }
@@ -161,8 +149,8 @@ TEST(BusTraceTest, HoldsARequestAQueueGroupDeliveryAndAProbeRoundAndReplaysStric
 // the answer the live one sent.
 TEST(BusTraceTest, ABusInputLeftOutOfTheTraceIsADivergenceAtWhatItCaused) {
   auto lines = bus_trace();
-  auto in = find(lines, {"\"input\"", "[\"waggle.node.rec1.ping\""});
-  auto answer = find(lines, {"\"bus_out\"", "bus_publish", "[\"_INBOX."}, in);
+  auto in = find_line(lines, {"\"input\"", "[\"waggle.node.rec1.ping\""});
+  auto answer = find_line(lines, {"\"bus_out\"", "bus_publish", "[\"_INBOX."}, in);
   auto seq_of = [](const std::string& line) {
     rapidjson::Document doc;
     doc.Parse(line.c_str());
@@ -182,7 +170,7 @@ TEST(BusTraceTest, ABusInputLeftOutOfTheTraceIsADivergenceAtWhatItCaused) {
 // reply_to the ping carried.
 TEST(BusTraceTest, AnotherReplyToInTheTraceIsADivergenceAtTheAnswer) {
   auto lines = bus_trace();
-  auto in = find(lines, {"\"input\"", "[\"waggle.node.rec1.ping\""});
+  auto in = find_line(lines, {"\"input\"", "[\"waggle.node.rec1.ping\""});
   auto at = lines[in].find("_INBOX.");
   lines[in].replace(at, 7, "_INBOX.X");
   auto out = replay_lines(lines, {.strict = true});

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "actors/replay/trace_replay.hpp"
 #include "tests/support/test_paths.hpp"
 
@@ -32,6 +34,21 @@ inline replay_outcome replay_lines(const std::vector<std::string>& lines,
   for (const auto& l : lines)
     ss << l << "\n";
   return replay_trace(ss, options);
+}
+
+// The line index of the first record at or after `from` with all of `parts`
+// (0, and a test failure, when there is none).
+inline size_t find_line(const std::vector<std::string>& lines, std::vector<std::string> parts,
+                        size_t from = 1) {
+  for (size_t i = from; i < lines.size(); ++i) {
+    bool all = true;
+    for (auto& p : parts)
+      all = all && lines[i].find(p) != std::string::npos;
+    if (all)
+      return i;
+  }
+  ADD_FAILURE() << "no record with " << parts.front();
+  return 0;
 }
 
 }  // namespace waggle::testing
