@@ -14,7 +14,13 @@ enum class workload { publish, chat, history, fanout, idle, listener_latency, li
 const char* to_string(workload w);
 
 struct load_options {
-  std::string url = "ws://127.0.0.1:7777";
+  std::string url = "ws://127.0.0.1:7777";  // the first of `urls`
+  // Several nodes of one cluster (docs/scaling.md): connection i goes to
+  // urls[i % n]; subscribers to subscriber_urls[j % m] (default: urls), so a
+  // publisher on one node and a subscriber on another time a cross-node
+  // delivery on one clock. Only the plain run (not push, sweep, listeners).
+  std::vector<std::string> urls{"ws://127.0.0.1:7777"};
+  std::vector<std::string> subscriber_urls;
   std::string host;  // Host header; default: the URL's authority
   workload kind = workload::publish;
   size_t connections = 1;

@@ -61,6 +61,15 @@ std::string to_json(const run_result& r) {
   w.StartObject();
   field(w, "workload", std::string{to_string(o.kind)});
   field(w, "url", o.url);
+  if (o.urls.size() > 1 || o.subscriber_urls != o.urls) {
+    std::string all, subs;
+    for (auto& u : o.urls)
+      all += (all.empty() ? "" : ",") + u;
+    for (auto& u : o.subscriber_urls)
+      subs += (subs.empty() ? "" : ",") + u;
+    field(w, "urls", all);
+    field(w, "subscriber_urls", subs);
+  }
   field(w, "connections", o.connections);
   field(w, "in_flight", o.in_flight);
   field(w, "rate", o.rate);

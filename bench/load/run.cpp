@@ -182,11 +182,21 @@ int run_load(const load_options& options) {
     std::cerr << "waggle-load: " << e << "\n";
     return 2;
   }
-  relay_endpoint relay;
-  if (auto e = resolve_relay(o.url, o.host, relay); !e.empty()) {
-    std::cerr << "waggle-load: " << e << "\n";
-    return 2;
-  }
+  // relays: where the connections go, in turn; sub_relays: the subscribers'.
+  // Set-up (channels, listeners) goes through the first.
+  std::vector<relay_endpoint> relays, sub_relays;
+  for (auto* list : {&o.urls, &o.subscriber_urls})
+    for (auto& url : *list) {
+      relay_endpoint r;
+      if (auto e = resolve_relay(url, o.host, r); !e.empty()) {
+        std::cerr << "waggle-load: " << e << "\n";
+        return 2;
+      }
+      (list == &o.urls ? relays : sub_relays).push_back(std::move(r));
+    }
+  if (sub_relays.empty())
+    sub_relays = relays;
+  const relay_endpoint& relay = relays.front();
   boost::asio::io_context ioc;
   auto guard = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
@@ -283,11 +293,12 @@ int run_load(const load_options& options) {
                            : "{\"kinds\":[9],\"#h\":[" + h + "],\"since\":" + since + "}";
     for (size_t s = 0; s < o.subscribers; ++s) {
       sub_clients.push_back(
-        std::make_shared<nostr_client>(receivers->next(), random_keypair(), relay.relay_url));
+        std::make_shared<nostr_client>(receivers->next(), random_keypair(),
+                                       sub_relays[s % sub_relays.size()].relay_url));
       subs.push_back(std::make_shared<subscriber>(sub_clients.back(), filter, clock.get(), progress));
     }
     result.subscribers = open_all(
-      relay, sub_clients,
+      sub_relays, sub_clients,
       [subs, &progress](size_t s) {
         auto sub = subs[s];
         client_handlers h;
@@ -312,7 +323,8 @@ int run_load(const load_options& options) {
   std::vector<std::shared_ptr<publisher>> pubs;
   std::vector<std::shared_ptr<querier>> queries;
   for (size_t c = 0; c < o.connections; ++c) {
-    clients.push_back(std::make_shared<nostr_client>(ioc, keys[c], relay.relay_url));
+    clients.push_back(
+      std::make_shared<nostr_client>(ioc, keys[c], relays[c % relays.size()].relay_url));
     if (publishes) {
       std::span<const prepared_event> slice{events.data() + p.first[c], p.count[c]};
       pubs.push_back(std::make_shared<publisher>(clients.back(), slice, p.first[c], p.pace[c],
@@ -334,7 +346,7 @@ int run_load(const load_options& options) {
     }
   }
   auto opened = open_all(
-    relay, clients,
+    relays, clients,
     [pubs, queries, &progress](size_t c) {
       client_handlers h;
       h.failed = [&progress](const std::string&) { progress.dropped.fetch_add(1); };

@@ -92,6 +92,31 @@ TEST(LoadOptions, RejectsWhatCannotBeRun) {
   EXPECT_EQ(o.rate, 100);
 }
 
+TEST(LoadOptions, SpreadsOverTheNodesOfACluster) {
+  auto one = std::get<load_options>(parse_load_options({"--url", "ws://127.0.0.1:7001"}));
+  EXPECT_EQ(one.url, "ws://127.0.0.1:7001");
+  EXPECT_EQ(one.urls, std::vector<std::string>{"ws://127.0.0.1:7001"});
+  EXPECT_EQ(one.subscriber_urls, one.urls);  // subscribers default to the publishers' nodes
+  auto three = std::get<load_options>(parse_load_options(
+    {"--url=ws://127.0.0.1:7001,ws://127.0.0.1:7002,ws://127.0.0.1:7003", "--subscriber-url",
+     "ws://127.0.0.1:7002"}));
+  EXPECT_EQ(three.url, "ws://127.0.0.1:7001");  // set-up goes through the first
+  EXPECT_EQ(three.urls.size(), 3u);
+  EXPECT_EQ(three.urls[2], "ws://127.0.0.1:7003");
+  EXPECT_EQ(three.subscriber_urls, std::vector<std::string>{"ws://127.0.0.1:7002"});
+  // A list item that is not a ws:// URL, an empty one, and a list where one relay is measured.
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,http://x:1"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--subscriber-url", "ws://127.0.0.1:7002", "--workload", "push",
+                        "--push-scenario", "A", "--push-gateway-port", "9"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,ws://127.0.0.1:7002", "--workload",
+                        "fanout", "--sweep", "10,100"})));
+}
+
 TEST(LoadReport, SummaryTakesMediansOfEveryResult) {
   auto run = [](double per_s, double p99, size_t accepted) {
     run_result r;
