@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "bench/load/cpu_meter.hpp"
 #include "bench/load/ws_conn.hpp"
 
 namespace waggle::bench {
@@ -60,6 +61,9 @@ run options:
   --database-url URL         report net commits per accepted message (pg_stat_database)
   --control-seconds S        idle control window for the commit count (default: the run's)
   --relay-pid PID            report the relay's RSS at the end of the run
+  --cpu-watch N1=PID,N2=PID+ report the cores each process used over the measured window
+                             ('+': with its children, e.g. the postmaster and its backends),
+                             with the tool's own and the machine's busy share (results cpu/)
   --threads T                the tool's io threads for publishers, queriers and idle
                              connections (default 1)
   --receiver-threads N       io threads of the subscribers, each with its own share of
@@ -297,6 +301,12 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--database-url", [&](auto& v) { o.database_url = v; }},
     {"--control-seconds", [&](auto& v) { o.control_seconds = to_double(v); }},
     {"--relay-pid", [&](auto& v) { o.relay_pid = static_cast<int>(to_size(v)); }},
+    {"--cpu-watch",
+     [&](auto& v) {
+       if (!parse_cpu_watches(v))
+         throw std::invalid_argument(v);
+       o.cpu_watch = v;
+     }},
     {"--threads", [&](auto& v) { o.threads = to_size(v); }},
     {"--receiver-threads", [&](auto& v) { o.receiver_threads = to_size(v); }},
     {"--sweep", [&](auto& v) { o.sweep = to_counts(v); }},

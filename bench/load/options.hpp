@@ -43,6 +43,9 @@ struct load_options {
   std::string database_url;    // net commits per accepted message
   double control_seconds = -1;  // idle control window (-1 = same as the run's window)
   int relay_pid = 0;            // report the relay's RSS
+  // --cpu-watch "node0=PID,pg=PID+": cores each used over the measured
+  // window ('+': with its children), with the tool's and the machine's.
+  std::string cpu_watch;
   size_t threads = 1;           // io threads of the tool (publishers, queriers, idle connections)
   size_t receiver_threads = 0;  // subscribers' io threads (0 = one per core)
   size_t connect_parallel = 256;

@@ -128,6 +128,13 @@ std::string to_json(const run_result& r) {
     latency(w, "latency_ms", r.delivery_ms);
     w.EndObject();
   }
+  if (!r.cpu.empty()) {
+    w.Key("cpu");
+    w.StartObject();
+    for (auto& [name, cores] : r.cpu)
+      field(w, name.c_str(), cores);
+    w.EndObject();
+  }
   if (r.listeners) {
     auto& l = *r.listeners;
     w.Key("listeners");
@@ -214,6 +221,12 @@ std::string to_markdown(const run_result& r) {
     md << "| commits: gross - idle = net; per accepted message | " << r.commits->gross << " - "
        << r.commits->idle_control << " = " << r.commits->net << "; "
        << fixed(r.commits->per_message, 3) << " |\n";
+  if (!r.cpu.empty()) {
+    md << "| CPU over the window (cores; machine: busy share) |";
+    for (auto& [name, cores] : r.cpu)
+      md << " " << name << " " << fixed(cores, 2);
+    md << " |\n";
+  }
   if (r.relay_rss_mib)
     md << "| relay RSS (MiB) | " << fixed(*r.relay_rss_mib, 1) << " |\n";
   if (r.connections_open)

@@ -44,6 +44,9 @@ struct run_result {
   std::optional<commit_count> commits;
   std::optional<double> relay_rss_mib;
   std::optional<double> relay_peak_rss_mib;
+  // --cpu-watch: cores by process name over the measured window, then "tool"
+  // and "machine_busy" (0..1).
+  std::vector<std::pair<std::string, double>> cpu;
   std::vector<std::string> errors;
 };
 

@@ -12,6 +12,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include "bench/load/cpu_meter.hpp"
 #include "bench/load/listener_run.hpp"
 #include "bench/load/meters.hpp"
 #include "bench/load/push_run.hpp"
@@ -386,6 +387,9 @@ int run_load(const load_options& options) {
     run_from = meter->read();
   }
 
+  // Parsed and checked by parse_load_options.
+  auto watches = o.cpu_watch.empty() ? std::vector<cpu_watch>{} : *parse_cpu_watches(o.cpu_watch);
+  auto cpu_from = cpu_now(watches);
   auto t0 = now_ns();
   auto deadline = t0 + static_cast<int64_t>(o.duration * 1e9);
   if (opened == o.connections) {
@@ -429,6 +433,8 @@ int run_load(const load_options& options) {
     }
   }
   auto drained_ns = now_ns();
+  if (!o.cpu_watch.empty())
+    result.cpu = cpu_between(watches, cpu_from, cpu_now(watches));
   // Subscribers get up to 10 s for the last deliveries; what has not arrived
   // by then counts as missed.
   if (!subs.empty()) {
