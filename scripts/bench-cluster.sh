@@ -15,7 +15,8 @@
 #   PostgreSQL (postmaster and backends), nats-server and the tool used over the window. Per run
 #   the node counts in a rotated order; the ratios to 1 node are taken run by run.
 # RUNS runs, medians. CLUSTER_BUSES (default postgres caf nats), CLUSTER_INGEST_BUSES (default:
-# the same), CLUSTER_RATES (default 100,1000), CLUSTER_CONNECTIONS (default 48).
+# the same), CLUSTER_RATES (default 100,1000), CLUSTER_CONNECTIONS (default 48), CLUSTER_PARTS
+# (default "latency ingest"; a part not named keeps its runs of before in the report).
 
 nats_pid='' nats_url=''
 
@@ -129,14 +130,18 @@ cluster_watch() {
   echo "$out"
 }
 
+# cluster_commits: "transactions-committed write-transactions" so far: bench_cluster's
+# xact_commit (read-only transactions included) and the server's next xid (one per transaction
+# that wrote; only this scenario writes to this PostgreSQL while it runs).
 cluster_commits() {
-  "$WAGGLE_PG_BIN/psql" -X -qAt "$admin" -c \
-    "SELECT xact_commit FROM pg_stat_database WHERE datname = 'bench_cluster'"
+  "$WAGGLE_PG_BIN/psql" -X -qAt -F ' ' "$admin" -c \
+    "SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint FROM pg_stat_database WHERE datname = 'bench_cluster'"
 }
 
 # cluster_run NAME LOAD-ARGS...: warm-up, quiesce, then the measured run into $runs_dir/NAME.json
 # (exit 1, something missed or refused, is kept as a finding; anything else stops the scenario).
-# Also NAME.commits: net commits of bench_cluster per accepted event over the run.
+# Also NAME.commits: per accepted event over the run, bench_cluster's committed transactions
+# (pg_stat_database.xact_commit, the read-only ones too), then the write transactions (xids).
 cluster_run() {
   local name=$1 rc=0 c0 c1 accepted
   shift
@@ -156,20 +161,25 @@ cluster_run() {
   sleep 1.2
   c1=$(cluster_commits)
   accepted=$("$load" summarize "$runs_dir/$name.json" --get accepted)
-  awk -v a="$accepted" -v d="$((c1 - c0))" 'BEGIN {printf "%.4f\n", (a > 0 ? d / a : 0)}' \
-    >"$runs_dir/$name.commits"
+  read -r -a c0 <<<"$c0"
+  read -r -a c1 <<<"$c1"
+  awk -v a="$accepted" -v d="$((c1[0] - c0[0]))" -v x="$((c1[1] - c0[1]))" \
+    'BEGIN {printf "%.4f %.4f\n", (a > 0 ? d / a : 0), (a > 0 ? x / a : 0)}' >"$runs_dir/$name.commits"
 }
 
 run_cluster() {
-  local i d n r order rates args
+  local i d n r order rates args parts cbuses_run=()
   : "${CLUSTER_RATES:=100,1000}" "${CLUSTER_CONNECTIONS:=48}"
   read -r -a cbuses <<<"${CLUSTER_BUSES:-postgres caf nats}"
   read -r -a ibuses <<<"${CLUSTER_INGEST_BUSES:-${cbuses[*]}}"
   rates=${CLUSTER_RATES//,/ }
-  rm -f "$runs_dir"/cluster-*
+  parts=" ${CLUSTER_PARTS:-latency ingest} "
+  [[ $parts == *" latency "* ]] || cbuses_run=()
+  [[ $parts == *" latency "* ]] && cbuses_run=("${cbuses[@]}") && rm -f "$runs_dir"/cluster-lat-*
+  [[ $parts == *" ingest "* ]] && rm -f "$runs_dir"/cluster-ingest-*
   for d in "${cbuses[@]}" "${ibuses[@]}"; do [ "$d" = nats ] && nats_up; done
   for i in $(seq 1 "$RUNS"); do
-    for d in "${cbuses[@]}"; do
+    for d in "${cbuses_run[@]}"; do
       wg_log "cluster: latency, $d, run $i of $RUNS ($(cut -d' ' -f1-3 /proc/loadavg))"
       cluster_up "$d" 2
       for r in $rates; do
@@ -182,6 +192,7 @@ run_cluster() {
     # The node counts in a rotated order each run, so a drift of the machine's load does not
     # always fall on the same count.
     case $((i % 3)) in 1) order="1 2 3" ;; 2) order="2 3 1" ;; 0) order="3 1 2" ;; esac
+    [[ $parts == *" ingest "* ]] || continue
     for d in "${ibuses[@]}"; do
       for n in $order; do
         wg_log "cluster: ingest, $d, $n node(s), run $i of $RUNS ($(cut -d' ' -f1-3 /proc/loadavg))"
@@ -193,8 +204,8 @@ run_cluster() {
       done
     done
   done
-  commands+=("cluster-lat-BUS-RATE: waggle serve --bus BUS --node-id cb-0|cb-1 on ports P, P+1 over bench_cluster (fresh; nats: nats-server on loopback); waggle-load run --url ws://127.0.0.1:P --subscriber-url ws://127.0.0.1:P+1 --workload publish --connections 10 --rate RATE --subscribers 1 --duration $DURATION, RATE = $CLUSTER_RATES, BUS = ${cbuses[*]} (x$RUNS, the drivers one after the other in each run; medians)")
-  commands+=("cluster-ingest-BUS-N: N = 1, 2, 3 nodes (ports P..P+N-1, bench_cluster fresh each); waggle-load run --url <the N nodes> --workload publish --connections $CLUSTER_CONNECTIONS --in-flight 1 --duration $DURATION, BUS = ${ibuses[*]} (x$RUNS, node counts rotated per run; ratios to 1 node run by run)")
+  [[ $parts == *" latency "* ]] && commands+=("cluster-lat-BUS-RATE: waggle serve --bus BUS --node-id cb-0|cb-1 on ports P, P+1 over bench_cluster (fresh; nats: nats-server on loopback); waggle-load run --url ws://127.0.0.1:P --subscriber-url ws://127.0.0.1:P+1 --workload publish --connections 10 --rate RATE --subscribers 1 --duration $DURATION, RATE = $CLUSTER_RATES, BUS = ${cbuses[*]} (x$RUNS, the drivers one after the other in each run; medians)")
+  [[ $parts == *" ingest "* ]] && commands+=("cluster-ingest-BUS-N: N = 1, 2, 3 nodes (ports P..P+N-1, bench_cluster fresh each); waggle-load run --url <the N nodes> --workload publish --connections $CLUSTER_CONNECTIONS --in-flight 1 --duration $DURATION, BUS = ${ibuses[*]} (x$RUNS, node counts rotated per run; ratios to 1 node run by run)")
   cluster_report
 }
 
@@ -212,8 +223,11 @@ cl_runs() {
   echo "$out"
 }
 
-# cl_commits NAME: median of the runs' net commits per accepted event.
-cl_commits() { cat "$runs_dir/$1"-[0-9]*.commits | median_line | xargs printf '%.3f'; }
+# cl_commits NAME: "transactions / write transactions" per accepted event, medians of the runs.
+cl_commits() {
+  printf '%.3f / %.3f' "$(cut -d' ' -f1 "$runs_dir/$1"-[0-9]*.commits | median_line)" \
+    "$(cut -d' ' -f2 "$runs_dir/$1"-[0-9]*.commits | median_line)"
+}
 
 # cl_nodes_cores NAME N: median over the runs of the summed cores of the N nodes.
 cl_nodes_cores() {
@@ -233,29 +247,30 @@ cluster_report() {
     echo "Load average (1, 5, 15 min) before each run (the machine is shared):" \
       "$(for f in "$runs_dir"/cluster-*.load; do printf '%s %s; ' "$(basename "$f" .load)" "$(sed 's/.*load average: //' "$f")"; done)"
     echo
-    echo "**Cross-node publish-to-receive** (2 nodes: waggle-load publishes to node 0 over 10 connections, one subscriber on node 1; from the EVENT's send to its arrival on node 1, one clock; medians of $RUNS runs of $DURATION s; ms):"
+    echo "**Cross-node publish-to-receive** (2 nodes: waggle-load publishes to node 0 over 10 connections, one subscriber on node 1; send to receipt: from the EVENT's send to its arrival on node 1; after the OK: from node 0's OK reaching the publisher to the arrival on node 1, the doorbell and node 1's read without the commit; one process, one clock; medians of $RUNS runs of $DURATION s; ms):"
     echo
-    echo "| driver | events/s offered | accepted/s | p50 / p90 / p99 / max | p99 per run | delivered / expected (missed) | ack p50 / p99 | cores: node 0 / node 1 / PostgreSQL / nats-server / tool | machine busy |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| driver | events/s offered | accepted/s | send to receipt p50 / p90 / p99 / max | p99 per run | after the OK p50 / p99 | ack (send to OK) p50 / p99 | delivered / expected (missed) | cores: node 0 / node 1 / PostgreSQL / nats-server / tool | machine busy |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     for d in "${cbuses[@]}"; do
       for r in ${CLUSTER_RATES//,/ }; do
         name=cluster-lat-$d-$r
-        printf '| %s | %s | %s | %s / %s / %s / %s | %s | %s / %s (%s) | %s / %s | %s / %s / %s / %s / %s | %s %% |\n' \
+        printf '| %s | %s | %s | %s / %s / %s / %s | %s | %s / %s | %s / %s | %s / %s (%s) | %s / %s / %s / %s / %s | %s %% |\n' \
           "$d" "$r" "$(cl_get "$name" per_s 0)" \
           "$(cl_get "$name" fanout/latency_ms/p50)" "$(cl_get "$name" fanout/latency_ms/p90)" \
           "$(cl_get "$name" fanout/latency_ms/p99)" "$(cl_get "$name" fanout/latency_ms/max)" \
           "$(cl_runs "$name" fanout/latency_ms/p99)" \
-          "$(cl_get "$name" fanout/delivered 0)" "$(cl_get "$name" fanout/expected 0)" "$(cl_get "$name" fanout/missed 0)" \
+          "$(cl_get "$name" fanout/after_ok_ms/p50)" "$(cl_get "$name" fanout/after_ok_ms/p99)" \
           "$(cl_get "$name" latency_ms/p50)" "$(cl_get "$name" latency_ms/p99)" \
+          "$(cl_get "$name" fanout/delivered 0)" "$(cl_get "$name" fanout/expected 0)" "$(cl_get "$name" fanout/missed 0)" \
           "$(cl_get "$name" cpu/node0)" "$(cl_get "$name" cpu/node1)" "$(cl_get "$name" cpu/postgres)" \
           "$([ "$d" = nats ] && cl_get "$name" cpu/nats || echo -)" "$(cl_get "$name" cpu/tool)" \
           "$(awk -v v="$(cl_get "$name" cpu/machine_busy 3)" 'BEGIN {printf "%.0f", 100 * v}')"
       done
     done
     echo
-    echo "**Ingest of the cluster** ($CLUSTER_CONNECTIONS connections, 1 event in flight each, spread over the nodes in turn; one database; medians of $RUNS runs of $DURATION s; the ratio to 1 node is taken run by run, the node counts rotated per run):"
+    echo "**Ingest of the cluster** ($CLUSTER_CONNECTIONS connections, 1 event in flight each, spread over the nodes in turn; one database; medians of $RUNS runs of $DURATION s; the ratio to 1 node is taken run by run, the node counts rotated per run; per accepted event over the run: transactions, bench_cluster's pg_stat_database.xact_commit, read-only ones included (the tails' reads, the registry), and write transactions, xids handed out):"
     echo
-    echo "| driver | nodes | accepted events/s | per run | over 1 node (per run) | ack p50 / p99 (ms) | net commits per event | cores: nodes (sum) / PostgreSQL / nats-server / tool | machine busy |"
+    echo "| driver | nodes | accepted events/s | per run | over 1 node (per run) | ack p50 / p99 (ms) | transactions / write transactions per event | cores: nodes (sum) / PostgreSQL / nats-server / tool | machine busy |"
     echo "|---|---|---|---|---|---|---|---|---|"
     for d in "${ibuses[@]}"; do
       for n in 1 2 3; do

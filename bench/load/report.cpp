@@ -126,6 +126,7 @@ std::string to_json(const run_result& r) {
     field(w, "missed", r.fanout_missed);
     field(w, "duplicates", r.fanout_duplicates);
     latency(w, "latency_ms", r.delivery_ms);
+    latency(w, "after_ok_ms", r.delivery_after_ok_ms);
     w.EndObject();
   }
   if (!r.cpu.empty()) {
@@ -202,6 +203,9 @@ std::string to_markdown(const run_result& r) {
        << r.fanout_expected << ", " << r.fanout_delivered << ", " << r.fanout_missed << " |\n";
     md << "| fanout delivery p50 / p99 / max (ms) | " << fixed(r.delivery_ms.p50, 2) << " / "
        << fixed(r.delivery_ms.p99, 2) << " / " << fixed(r.delivery_ms.max, 2) << " |\n";
+    md << "| fanout delivery after the publisher's OK p50 / p99 / max (ms) | "
+       << fixed(r.delivery_after_ok_ms.p50, 2) << " / " << fixed(r.delivery_after_ok_ms.p99, 2)
+       << " / " << fixed(r.delivery_after_ok_ms.max, 2) << " |\n";
   }
   if (r.listeners) {
     auto& l = *r.listeners;

@@ -40,6 +40,7 @@ struct run_result {
   size_t fanout_missed = 0;
   size_t fanout_duplicates = 0;
   latency_summary delivery_ms;
+  latency_summary delivery_after_ok_ms;  // the publisher's OK to each receipt
   std::optional<listener_result> listeners;
   std::optional<commit_count> commits;
   std::optional<double> relay_rss_mib;

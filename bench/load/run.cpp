@@ -512,7 +512,7 @@ int run_load(const load_options& options) {
     // Per event and per subscriber: every accepted event must have reached
     // every listening subscriber; deliveries of events whose OK never came
     // are not counted and cannot hide a miss.
-    std::vector<double> delivery;
+    std::vector<double> delivery, after_ok;
     std::vector<const subscriber*> listening;
     for (auto& s : subs) {
       result.fanout_duplicates += s->duplicates;
@@ -528,10 +528,17 @@ int run_load(const load_options& options) {
         continue;
       for (auto* s : listening) {
         ++result.fanout_expected;
-        if (s->saw(k))
+        if (s->saw(k)) {
           ++result.fanout_delivered;
+          // From the publisher's OK (the commit done) to the receipt: on
+          // another node, the doorbell and its read alone. Negative when the
+          // event arrived before the OK did.
+          after_ok.push_back(
+            static_cast<double>(s->received_at(k) - clock->accepted_at(k)) / 1e6);
+        }
       }
     }
+    result.delivery_after_ok_ms = summarize_latency(after_ok);
     result.fanout_missed = result.fanout_expected - result.fanout_delivered;
     result.delivery_ms = summarize_latency(delivery);
   }
