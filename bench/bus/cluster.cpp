@@ -9,6 +9,7 @@
 
 #include "actors/bus/caf_bus.hpp"
 #include "actors/bus/inproc_bus.hpp"
+#include "actors/bus/nats_bus.hpp"
 #include "actors/bus/pg_bus.hpp"
 #include "actors/support/env.hpp"
 #include "messages/register_types.hpp"
@@ -146,7 +147,8 @@ latency_summary summarize(const sink& s) {
 }
 
 std::unique_ptr<bus_node> cluster::start(const std::string& driver, const std::string& name,
-                                         const std::string& database_url) {
+                                         const std::string& database_url,
+                                         const std::string& nats_url) {
   auto n = std::make_unique<bus_node>();
   n->name = name;
   n->stats->bus.driver = driver;
@@ -170,6 +172,15 @@ std::unique_ptr<bus_node> cluster::start(const std::string& driver, const std::s
     if (!bus)
       throw std::runtime_error("the CAF bus did not start: " + n->sys->render(bus.error()));
     n->bus = caf::actor_cast<bus_actor>(*bus);
+  } else if (driver == "nats") {
+    // Each node its own NATS connection, as two processes would have.
+    nats_bus_settings s;
+    s.url = nats_url;
+    s.node_id = name;
+    auto bus = spawn_nats_bus(*n->sys, s, env.for_actor("bus"));
+    if (!bus)
+      throw std::runtime_error("the NATS bus did not start: " + n->sys->render(bus.error()));
+    n->bus = caf::actor_cast<bus_actor>(*bus);
   } else if (driver == "inproc") {
     n->bus = n->sys->spawn(inproc_bus_impl, env.for_actor("bus"));
   } else {
@@ -178,10 +189,11 @@ std::unique_ptr<bus_node> cluster::start(const std::string& driver, const std::s
   return n;
 }
 
-cluster::cluster(const std::string& driver, const std::string& database_url, size_t payload_bytes) {
-  a_ = start(driver, "bench-a", database_url);
+cluster::cluster(const std::string& driver, const std::string& database_url,
+                 const std::string& nats_url, size_t payload_bytes) {
+  a_ = start(driver, "bench-a", database_url, nats_url);
   if (driver != "inproc")
-    b_ = start(driver, "bench-b", database_url);
+    b_ = start(driver, "bench-b", database_url, nats_url);
   if (driver == "caf") {
     for (int i = 0;; ++i) {
       if (a_->stats->bus.peers.load() >= 1 && b_->stats->bus.peers.load() >= 1)

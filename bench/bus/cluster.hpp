@@ -75,9 +75,11 @@ struct bus_node {
 class cluster {
  public:
   // driver: inproc (one node: B is A), postgres or caf (two nodes on
-  // `database_url`). Throws when a node cannot start or (caf) the nodes do
+  // `database_url`), nats (two nodes, each its own connection to the server
+  // at `nats_url`). Throws when a node cannot start or (caf) the nodes do
   // not see each other within 20 s.
-  cluster(const std::string& driver, const std::string& database_url, size_t payload_bytes);
+  cluster(const std::string& driver, const std::string& database_url, const std::string& nats_url,
+          size_t payload_bytes);
   ~cluster();
 
   size_t nodes() const { return b_ ? 2 : 1; }
@@ -99,7 +101,7 @@ class cluster {
 
  private:
   std::unique_ptr<bus_node> start(const std::string& driver, const std::string& name,
-                                  const std::string& database_url);
+                                  const std::string& database_url, const std::string& nats_url);
 
   std::unique_ptr<bus_node> a_, b_;
   std::shared_ptr<pub_counters> counters_ = std::make_shared<pub_counters>();

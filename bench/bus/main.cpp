@@ -2,11 +2,13 @@
 // across two nodes in this process (docs/benchmarks.md, "Bus"; scripts/bench
 // runs it as the `bus` scenario).
 //
-//   waggle-bus-bench --bus inproc|postgres|caf [--database-url URL] --mode latency|saturate
+//   waggle-bus-bench --bus inproc|postgres|caf|nats [--database-url URL] [--nats-url URL]
+//                    --mode latency|saturate
 //
 // Node A publishes; node B subscribes (the remote figures), and so does a
 // subscriber on A (the local reference). inproc has one node: its "remote"
-// subscriber is a second subscriber on that node.
+// subscriber is a second subscriber on that node. nats: two nodes, each with
+// its own connection to the NATS server at --nats-url (no database).
 //
 // latency: --probes messages --interval-ms apart, in phases side by side:
 //   idle   nothing else running;
@@ -49,7 +51,8 @@ using namespace std::chrono_literals;
 namespace {
 
 struct options {
-  std::string driver, database_url, mode = "latency", json, tsv;
+  std::string driver, database_url, nats_url = "nats://127.0.0.1:4222", mode = "latency", json,
+    tsv;
   size_t probes = 200;
   int interval_ms = 20;
   bool hold_pool = false;
@@ -60,14 +63,17 @@ struct options {
   double knee_p99_ms = 100;
   size_t payload = 256;
   size_t hold_cap = 1000;
+  int server_pid = 0;  // --server-pid: the NATS server's process, for its CPU
 };
 
 [[noreturn]] void die_usage(const std::string& why) {
   std::cerr << "waggle-bus-bench: " << why
-            << "\nusage: waggle-bus-bench --bus inproc|postgres|caf [--database-url URL]"
+            << "\nusage: waggle-bus-bench --bus inproc|postgres|caf|nats [--database-url URL]"
+               " [--nats-url URL]"
                " [--mode latency|saturate] [--probes N] [--interval-ms MS] [--hold-pool]"
                " [--flood-window N] [--rates R1,R2,...] [--step-seconds S] [--drain-seconds S]"
-               " [--knee-p99-ms MS] [--payload BYTES] [--json FILE] [--tsv FILE]\n";
+               " [--knee-p99-ms MS] [--payload BYTES] [--server-pid PID] [--json FILE]"
+               " [--tsv FILE]\n";
   std::exit(2);
 }
 
@@ -84,6 +90,8 @@ options parse(int argc, char** argv) {
       o.driver = next();
     else if (a == "--database-url")
       o.database_url = next();
+    else if (a == "--nats-url")
+      o.nats_url = next();
     else if (a == "--mode")
       o.mode = next();
     else if (a == "--probes")
@@ -107,6 +115,8 @@ options parse(int argc, char** argv) {
       o.knee_p99_ms = std::stod(next());
     else if (a == "--payload")
       o.payload = std::stoul(next());
+    else if (a == "--server-pid")
+      o.server_pid = std::stoi(next());
     else if (a == "--json")
       o.json = next();
     else if (a == "--tsv")
@@ -116,9 +126,13 @@ options parse(int argc, char** argv) {
     else
       die_usage("unknown option " + a);
   }
-  if (o.driver != "inproc" && o.driver != "postgres" && o.driver != "caf")
-    die_usage("--bus must be inproc, postgres or caf");
-  if (o.driver != "inproc" && o.database_url.empty())
+  if (o.driver != "inproc" && o.driver != "postgres" && o.driver != "caf" && o.driver != "nats")
+    die_usage("--bus must be inproc, postgres, caf or nats");
+  if (o.driver != "nats")
+    o.nats_url.clear();
+  else
+    o.database_url.clear();  // nothing of a NATS bus is in the database
+  if ((o.driver == "postgres" || o.driver == "caf") && o.database_url.empty())
     die_usage("--database-url is needed for " + o.driver);
   if (o.mode != "latency" && o.mode != "saturate")
     die_usage("--mode must be latency or saturate");
@@ -177,8 +191,10 @@ struct figures {
     set(prefix + "/lagged_missed", static_cast<double>(s.lagged_missed));
     set(prefix + "/out_of_order", static_cast<double>(s.out_of_order));
   }
-  void cost(const std::string& prefix, const usage& u, bool pg) {
+  void cost(const std::string& prefix, const usage& u, bool pg, bool server = false) {
     set(prefix + "/process_cores", u.process_cores);
+    if (server)
+      set(prefix + "/server_cores", u.server_cores);
     set(prefix + "/machine_busy", u.machine_busy);
     for (size_t i = 0; i < u.threads.size(); ++i) {
       set(prefix + "/thread" + std::to_string(i + 1) + "_cores", u.threads[i].second);
@@ -304,7 +320,7 @@ void run_latency(const options& o, cluster& c, watcher& w, figures& f) {
     f.latency(phase + "/remote", r);
     f.latency(phase + "/local", l);
     f.set(phase + "/publish_errors", static_cast<double>(c.counters().errors.load() - errors0));
-    f.cost(phase, u, pg);
+    f.cost(phase, u, pg, w.watching_server());
     std::cout << "| " << phase << " | " << num(r.p50, 2) << " / " << num(r.p99, 2) << " / "
               << num(r.max, 2) << " | " << r.received << " / " << o.probes << " | " << num(l.p50, 2)
               << " / " << num(l.p99, 2) << " / " << num(l.max, 2) << " | "
@@ -389,12 +405,15 @@ void run_saturate(const options& o, cluster& c, watcher& w, figures& f) {
     f.set(key + "/notifies_per_s", static_cast<double>(notified) / window_s);
     f.latency(key + "/remote", r);
     f.latency(key + "/local", l);
-    f.cost(key, u, pg);
+    f.cost(key, u, pg, w.watching_server());
     std::cout << "| " << num(rate, 0) << " | " << num(delivered, 0) << " | " << num(r.p50, 1)
               << " / " << num(r.p99, 1) << " / " << num(r.max, 1) << " | " << num(lost, 0) << " | "
               << r.lagged_notices << " (" << r.lagged_missed << ") | " << num(drain, 1)
               << (drained ? "" : " (not drained)") << " | " << num(u.process_cores, 2) << " / "
-              << (pg ? num(u.postgres_cores, 2) : "-") << " | " << num(100 * u.machine_busy, 0)
+              << (pg ? num(u.postgres_cores, 2)
+                     : w.watching_server() ? "nats-server " + num(u.server_cores, 2)
+                                           : std::string{"-"})
+              << " | " << num(100 * u.machine_busy, 0)
               << " % | " << (pg ? num(u.xids_per_s, 0) : "-") << " | "
               << (pg ? num(u.wal_syncs_per_s, 0) : "-") << " | "
               << num(static_cast<double>(notified) / window_s, 0) << " | "
@@ -443,7 +462,9 @@ int main(int argc, char** argv) {
   try {
     std::string url = o.driver == "inproc" ? std::string{} : o.database_url;
     watcher w(url);
-    cluster c(o.driver, url, o.payload);
+    if (o.server_pid > 0)
+      w.watch_server(o.server_pid);
+    cluster c(o.driver, url, o.nats_url, o.payload);
     std::this_thread::sleep_for(500ms);  // the workers connected, the first polls done
     std::cout << "waggle-bus-bench --bus " << o.driver << " --mode " << o.mode << ": " << c.nodes()
               << " node(s), " << machine_description() << "\n\n";

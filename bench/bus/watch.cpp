@@ -131,6 +131,8 @@ usage_point watcher::point() {
   int ppid = 0;
   proc_stat(static_cast<int>(getpid()), p.process_cpu_s, ppid);
   machine_cpu(p.machine_busy_s, p.machine_total_s);
+  if (server_pid_ > 0)
+    proc_stat(server_pid_, p.server_cpu_s, ppid);
   if (!control_)
     return p;
   if (postmaster_ > 0) {
@@ -213,6 +215,7 @@ usage watcher::end() {
     return u;
   u.process_cores = (e.process_cpu_s - start_.process_cpu_s) / u.seconds;
   u.postgres_cores = (e.postgres_cpu_s - start_.postgres_cpu_s) / u.seconds;
+  u.server_cores = (e.server_cpu_s - start_.server_cpu_s) / u.seconds;
   auto total = e.machine_total_s - start_.machine_total_s;
   u.machine_busy = total > 0 ? (e.machine_busy_s - start_.machine_busy_s) / total : 0;
   u.xids_per_s = static_cast<double>(e.xid - start_.xid) / u.seconds;

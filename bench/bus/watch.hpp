@@ -25,6 +25,7 @@ struct usage_point {
   int64_t t_ns = 0;
   double process_cpu_s = 0;   // this process (both nodes and the tool)
   double postgres_cpu_s = 0;  // the postmaster and its children
+  double server_cpu_s = 0;    // the bus's own server (nats-server), when watched
   double machine_busy_s = 0;  // all CPUs, from /proc/stat
   double machine_total_s = 0;
   int64_t xid = 0;          // next transaction id (write transactions begun)
@@ -37,6 +38,7 @@ struct usage_point {
 struct usage {
   double seconds = 0;
   double process_cores = 0, postgres_cores = 0, machine_busy = 0;  // machine: share 0..1
+  double server_cores = 0;  // the watched server process (nats-server); 0 when none
   double xids_per_s = 0, commits_per_s = 0, wal_kb_per_s = 0, wal_syncs_per_s = 0;
   // Share of wait-event samples of active backends by "type:event" ("CPU"
   // when not waiting), and the mean number of active backends.
@@ -56,6 +58,9 @@ class watcher {
   ~watcher();
 
   usage_point point();
+  // Counts this process's CPU too (the NATS server of --bus nats), as server_cores.
+  void watch_server(int pid) { server_pid_ = pid; }
+  bool watching_server() const { return server_pid_ > 0; }
   // Starts sampling wait events every `every_ms`, ends with the window's usage.
   void begin();
   usage end();
@@ -69,6 +74,7 @@ class watcher {
   std::string url_;
   std::unique_ptr<pqxx::connection> control_, sampler_;
   int postmaster_ = 0;
+  int server_pid_ = 0;
   usage_point start_;
   std::thread thread_;
   std::atomic<bool> sampling_{false};

@@ -4,6 +4,9 @@
 #include <map>
 #include <stdexcept>
 
+#include "bench/load/cpu_meter.hpp"
+#include "bench/load/ws_conn.hpp"
+
 namespace waggle::bench {
 
 const char* to_string(workload w) {
@@ -33,7 +36,10 @@ std::string usage() {
                                    [--get PATH]... prints just those medians, e.g. latency_ms/p50
 
 run options:
-  --url ws://HOST:PORT       relay (default ws://127.0.0.1:7777)
+  --url ws://HOST:PORT       relay (default ws://127.0.0.1:7777); a comma-separated list of
+                             a cluster's nodes spreads the connections over them in turn
+  --subscriber-url U1,U2,... the subscribers' nodes, in turn (default: those of --url); e.g.
+                             --url NODE0 --subscriber-url NODE1 times cross-node deliveries
   --host NAME                Host header, i.e. the community (default: the URL's host:port)
   --workload W               publish | chat | history | fanout | idle | listener-latency |
                              listener-burst | push (default publish)
@@ -55,6 +61,9 @@ run options:
   --database-url URL         report net commits per accepted message (pg_stat_database)
   --control-seconds S        idle control window for the commit count (default: the run's)
   --relay-pid PID            report the relay's RSS at the end of the run
+  --cpu-watch N1=PID,N2=PID+ report the cores each process used over the measured window
+                             ('+': with its children, e.g. the postmaster and its backends),
+                             with the tool's own and the machine's busy share (results cpu/)
   --threads T                the tool's io threads for publishers, queriers and idle
                              connections (default 1)
   --receiver-threads N       io threads of the subscribers, each with its own share of
@@ -114,6 +123,23 @@ std::vector<uint16_t> to_ports(const std::string& v) {
     if (used != item.size() || n == 0 || n > 65535)
       throw std::invalid_argument(item);
     out.push_back(static_cast<uint16_t>(n));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+// "ws://a:1,ws://b:2" -> its URLs; each must be a ws:// URL (ws_conn's parse_ws_url).
+std::vector<std::string> to_urls(const std::string& v) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    auto comma = v.find(',', at);
+    auto item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (!parse_ws_url(item))
+      throw std::invalid_argument(item);
+    out.push_back(item);
     if (comma == std::string::npos)
       break;
     at = comma + 1;
@@ -216,7 +242,12 @@ std::string apply(std::vector<std::string>& args, const std::map<std::string, se
 std::variant<load_options, std::string> parse_load_options(std::vector<std::string> args) {
   load_options o;
   std::map<std::string, setter> flags{
-    {"--url", [&](auto& v) { o.url = v; }},
+    {"--url",
+     [&](auto& v) {
+       o.urls = to_urls(v);
+       o.url = o.urls.front();
+     }},
+    {"--subscriber-url", [&](auto& v) { o.subscriber_urls = to_urls(v); }},
     {"--host", [&](auto& v) { o.host = v; }},
     {"--workload",
      [&](auto& v) {
@@ -270,6 +301,12 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     {"--database-url", [&](auto& v) { o.database_url = v; }},
     {"--control-seconds", [&](auto& v) { o.control_seconds = to_double(v); }},
     {"--relay-pid", [&](auto& v) { o.relay_pid = static_cast<int>(to_size(v)); }},
+    {"--cpu-watch",
+     [&](auto& v) {
+       if (!parse_cpu_watches(v))
+         throw std::invalid_argument(v);
+       o.cpu_watch = v;
+     }},
     {"--threads", [&](auto& v) { o.threads = to_size(v); }},
     {"--receiver-threads", [&](auto& v) { o.receiver_threads = to_size(v); }},
     {"--sweep", [&](auto& v) { o.sweep = to_counts(v); }},
@@ -316,6 +353,13 @@ std::variant<load_options, std::string> parse_load_options(std::vector<std::stri
     return err;
   if (o.connections == 0 || o.in_flight == 0 || o.threads == 0)
     return "connections, in-flight and threads must be at least 1";
+  if (o.subscriber_urls.empty())
+    o.subscriber_urls = o.urls;
+  // Push, the sweep and the listeners set up and measure against one relay.
+  bool several = o.urls.size() > 1 || o.subscriber_urls != o.urls;
+  if (several && (o.kind == workload::push || !o.sweep.empty() || !o.listener_ports.empty()))
+    return "several --url or a --subscriber-url go with the plain run only (not push, --sweep "
+           "or --listener-ports)";
   if (o.duration <= 0 || o.rate < 0)
     return "duration must be positive and rate not negative";
   if (o.mention_share < 0 || o.mention_share > 1)

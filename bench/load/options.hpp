@@ -14,7 +14,13 @@ enum class workload { publish, chat, history, fanout, idle, listener_latency, li
 const char* to_string(workload w);
 
 struct load_options {
-  std::string url = "ws://127.0.0.1:7777";
+  std::string url = "ws://127.0.0.1:7777";  // the first of `urls`
+  // Several nodes of one cluster (docs/scaling.md): connection i goes to
+  // urls[i % n]; subscribers to subscriber_urls[j % m] (default: urls), so a
+  // publisher on one node and a subscriber on another time a cross-node
+  // delivery on one clock. Only the plain run (not push, sweep, listeners).
+  std::vector<std::string> urls{"ws://127.0.0.1:7777"};
+  std::vector<std::string> subscriber_urls;
   std::string host;  // Host header; default: the URL's authority
   workload kind = workload::publish;
   size_t connections = 1;
@@ -37,6 +43,9 @@ struct load_options {
   std::string database_url;    // net commits per accepted message
   double control_seconds = -1;  // idle control window (-1 = same as the run's window)
   int relay_pid = 0;            // report the relay's RSS
+  // --cpu-watch "node0=PID,pg=PID+": cores each used over the measured
+  // window ('+': with its children), with the tool's and the machine's.
+  std::string cpu_watch;
   size_t threads = 1;           // io threads of the tool (publishers, queriers, idle connections)
   size_t receiver_threads = 0;  // subscribers' io threads (0 = one per core)
   size_t connect_parallel = 256;

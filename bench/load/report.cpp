@@ -61,6 +61,15 @@ std::string to_json(const run_result& r) {
   w.StartObject();
   field(w, "workload", std::string{to_string(o.kind)});
   field(w, "url", o.url);
+  if (o.urls.size() > 1 || o.subscriber_urls != o.urls) {
+    std::string all, subs;
+    for (auto& u : o.urls)
+      all += (all.empty() ? "" : ",") + u;
+    for (auto& u : o.subscriber_urls)
+      subs += (subs.empty() ? "" : ",") + u;
+    field(w, "urls", all);
+    field(w, "subscriber_urls", subs);
+  }
   field(w, "connections", o.connections);
   field(w, "in_flight", o.in_flight);
   field(w, "rate", o.rate);
@@ -117,6 +126,14 @@ std::string to_json(const run_result& r) {
     field(w, "missed", r.fanout_missed);
     field(w, "duplicates", r.fanout_duplicates);
     latency(w, "latency_ms", r.delivery_ms);
+    latency(w, "after_ok_ms", r.delivery_after_ok_ms);
+    w.EndObject();
+  }
+  if (!r.cpu.empty()) {
+    w.Key("cpu");
+    w.StartObject();
+    for (auto& [name, cores] : r.cpu)
+      field(w, name.c_str(), cores);
     w.EndObject();
   }
   if (r.listeners) {
@@ -186,6 +203,9 @@ std::string to_markdown(const run_result& r) {
        << r.fanout_expected << ", " << r.fanout_delivered << ", " << r.fanout_missed << " |\n";
     md << "| fanout delivery p50 / p99 / max (ms) | " << fixed(r.delivery_ms.p50, 2) << " / "
        << fixed(r.delivery_ms.p99, 2) << " / " << fixed(r.delivery_ms.max, 2) << " |\n";
+    md << "| fanout delivery after the publisher's OK p50 / p99 / max (ms) | "
+       << fixed(r.delivery_after_ok_ms.p50, 2) << " / " << fixed(r.delivery_after_ok_ms.p99, 2)
+       << " / " << fixed(r.delivery_after_ok_ms.max, 2) << " |\n";
   }
   if (r.listeners) {
     auto& l = *r.listeners;
@@ -205,6 +225,12 @@ std::string to_markdown(const run_result& r) {
     md << "| commits: gross - idle = net; per accepted message | " << r.commits->gross << " - "
        << r.commits->idle_control << " = " << r.commits->net << "; "
        << fixed(r.commits->per_message, 3) << " |\n";
+  if (!r.cpu.empty()) {
+    md << "| CPU over the window (cores; machine: busy share) |";
+    for (auto& [name, cores] : r.cpu)
+      md << " " << name << " " << fixed(cores, 2);
+    md << " |\n";
+  }
   if (r.relay_rss_mib)
     md << "| relay RSS (MiB) | " << fixed(*r.relay_rss_mib, 1) << " |\n";
   if (r.connections_open)

@@ -40,10 +40,14 @@ struct run_result {
   size_t fanout_missed = 0;
   size_t fanout_duplicates = 0;
   latency_summary delivery_ms;
+  latency_summary delivery_after_ok_ms;  // the publisher's OK to each receipt
   std::optional<listener_result> listeners;
   std::optional<commit_count> commits;
   std::optional<double> relay_rss_mib;
   std::optional<double> relay_peak_rss_mib;
+  // --cpu-watch: cores by process name over the measured window, then "tool"
+  // and "machine_busy" (0..1).
+  std::vector<std::pair<std::string, double>> cpu;
   std::vector<std::string> errors;
 };
 

@@ -12,6 +12,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include "bench/load/cpu_meter.hpp"
 #include "bench/load/listener_run.hpp"
 #include "bench/load/meters.hpp"
 #include "bench/load/push_run.hpp"
@@ -182,11 +183,21 @@ int run_load(const load_options& options) {
     std::cerr << "waggle-load: " << e << "\n";
     return 2;
   }
-  relay_endpoint relay;
-  if (auto e = resolve_relay(o.url, o.host, relay); !e.empty()) {
-    std::cerr << "waggle-load: " << e << "\n";
-    return 2;
-  }
+  // relays: where the connections go, in turn; sub_relays: the subscribers'.
+  // Set-up (channels, listeners) goes through the first.
+  std::vector<relay_endpoint> relays, sub_relays;
+  for (auto* list : {&o.urls, &o.subscriber_urls})
+    for (auto& url : *list) {
+      relay_endpoint r;
+      if (auto e = resolve_relay(url, o.host, r); !e.empty()) {
+        std::cerr << "waggle-load: " << e << "\n";
+        return 2;
+      }
+      (list == &o.urls ? relays : sub_relays).push_back(std::move(r));
+    }
+  if (sub_relays.empty())
+    sub_relays = relays;
+  const relay_endpoint& relay = relays.front();
   boost::asio::io_context ioc;
   auto guard = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
@@ -283,11 +294,12 @@ int run_load(const load_options& options) {
                            : "{\"kinds\":[9],\"#h\":[" + h + "],\"since\":" + since + "}";
     for (size_t s = 0; s < o.subscribers; ++s) {
       sub_clients.push_back(
-        std::make_shared<nostr_client>(receivers->next(), random_keypair(), relay.relay_url));
+        std::make_shared<nostr_client>(receivers->next(), random_keypair(),
+                                       sub_relays[s % sub_relays.size()].relay_url));
       subs.push_back(std::make_shared<subscriber>(sub_clients.back(), filter, clock.get(), progress));
     }
     result.subscribers = open_all(
-      relay, sub_clients,
+      sub_relays, sub_clients,
       [subs, &progress](size_t s) {
         auto sub = subs[s];
         client_handlers h;
@@ -312,7 +324,8 @@ int run_load(const load_options& options) {
   std::vector<std::shared_ptr<publisher>> pubs;
   std::vector<std::shared_ptr<querier>> queries;
   for (size_t c = 0; c < o.connections; ++c) {
-    clients.push_back(std::make_shared<nostr_client>(ioc, keys[c], relay.relay_url));
+    clients.push_back(
+      std::make_shared<nostr_client>(ioc, keys[c], relays[c % relays.size()].relay_url));
     if (publishes) {
       std::span<const prepared_event> slice{events.data() + p.first[c], p.count[c]};
       pubs.push_back(std::make_shared<publisher>(clients.back(), slice, p.first[c], p.pace[c],
@@ -334,7 +347,7 @@ int run_load(const load_options& options) {
     }
   }
   auto opened = open_all(
-    relay, clients,
+    relays, clients,
     [pubs, queries, &progress](size_t c) {
       client_handlers h;
       h.failed = [&progress](const std::string&) { progress.dropped.fetch_add(1); };
@@ -374,6 +387,9 @@ int run_load(const load_options& options) {
     run_from = meter->read();
   }
 
+  // Parsed and checked by parse_load_options.
+  auto watches = o.cpu_watch.empty() ? std::vector<cpu_watch>{} : *parse_cpu_watches(o.cpu_watch);
+  auto cpu_from = cpu_now(watches);
   auto t0 = now_ns();
   auto deadline = t0 + static_cast<int64_t>(o.duration * 1e9);
   if (opened == o.connections) {
@@ -417,6 +433,8 @@ int run_load(const load_options& options) {
     }
   }
   auto drained_ns = now_ns();
+  if (!o.cpu_watch.empty())
+    result.cpu = cpu_between(watches, cpu_from, cpu_now(watches));
   // Subscribers get up to 10 s for the last deliveries; what has not arrived
   // by then counts as missed.
   if (!subs.empty()) {
@@ -494,7 +512,7 @@ int run_load(const load_options& options) {
     // Per event and per subscriber: every accepted event must have reached
     // every listening subscriber; deliveries of events whose OK never came
     // are not counted and cannot hide a miss.
-    std::vector<double> delivery;
+    std::vector<double> delivery, after_ok;
     std::vector<const subscriber*> listening;
     for (auto& s : subs) {
       result.fanout_duplicates += s->duplicates;
@@ -510,10 +528,17 @@ int run_load(const load_options& options) {
         continue;
       for (auto* s : listening) {
         ++result.fanout_expected;
-        if (s->saw(k))
+        if (s->saw(k)) {
           ++result.fanout_delivered;
+          // From the publisher's OK (the commit done) to the receipt: on
+          // another node, the doorbell and its read alone. Negative when the
+          // event arrived before the OK did.
+          after_ok.push_back(
+            static_cast<double>(s->received_at(k) - clock->accepted_at(k)) / 1e6);
+        }
       }
     }
+    result.delivery_after_ok_ms = summarize_latency(after_ok);
     result.fanout_missed = result.fanout_expected - result.fanout_delivered;
     result.delivery_ms = summarize_latency(delivery);
   }

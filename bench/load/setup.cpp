@@ -47,7 +47,7 @@ namespace {
 // Copies of everything it uses: a handshake that settles after open_all gave
 // up waiting must still find them.
 struct opening {
-  relay_endpoint relay;
+  std::vector<relay_endpoint> relays;  // client i goes to relays[i % size]
   std::vector<std::shared_ptr<nostr_client>> clients;
   std::function<client_handlers(size_t)> handlers_of;
   std::shared_ptr<error_list> errors;
@@ -79,6 +79,7 @@ struct opening {
       else if (inner)
         inner(e);
     };
+    auto& relay = relays[i % relays.size()];
     clients[i]->start(relay.target, relay.endpoint, std::move(h));
   }
 };
@@ -88,8 +89,18 @@ struct opening {
 size_t open_all(const relay_endpoint& relay, std::vector<std::shared_ptr<nostr_client>>& clients,
                 const std::function<client_handlers(size_t)>& handlers_of, size_t parallel,
                 std::chrono::seconds timeout, const std::shared_ptr<error_list>& errors) {
+  return open_all(std::vector<relay_endpoint>{relay}, clients, handlers_of, parallel, timeout,
+                  errors);
+}
+
+size_t open_all(const std::vector<relay_endpoint>& relays,
+                std::vector<std::shared_ptr<nostr_client>>& clients,
+                const std::function<client_handlers(size_t)>& handlers_of, size_t parallel,
+                std::chrono::seconds timeout, const std::shared_ptr<error_list>& errors) {
+  if (relays.empty())
+    return 0;
   // Lives as long as any handler (they hold it), beyond this call.
-  auto st = std::shared_ptr<opening>(new opening{relay, clients, handlers_of, errors, {}});
+  auto st = std::shared_ptr<opening>(new opening{relays, clients, handlers_of, errors, {}});
   st->settled.reset(new std::atomic<bool>[clients.size()]);
   for (size_t i = 0; i < clients.size(); ++i)
     st->settled[i] = false;

@@ -43,6 +43,12 @@ class error_list {
 size_t open_all(const relay_endpoint& relay, std::vector<std::shared_ptr<nostr_client>>& clients,
                 const std::function<client_handlers(size_t)>& handlers_of, size_t parallel,
                 std::chrono::seconds timeout, const std::shared_ptr<error_list>& errors);
+// The same over a cluster's nodes: client i connects to relays[i % relays.size()]
+// (and must have been made with that node's relay_url, which its AUTH names).
+size_t open_all(const std::vector<relay_endpoint>& relays,
+                std::vector<std::shared_ptr<nostr_client>>& clients,
+                const std::function<client_handlers(size_t)>& handlers_of, size_t parallel,
+                std::chrono::seconds timeout, const std::shared_ptr<error_list>& errors);
 
 // Creates channels `ids` (open, permanent) as `admin`, then puts `members`
 // into each; returns "" or what failed.

@@ -1,9 +1,12 @@
 // The load tool's own arithmetic and parsing: a benchmark is only as honest
 // as its percentiles and its reading of the relay's answers.
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "bench/load/client.hpp"
+#include "bench/load/cpu_meter.hpp"
 #include "bench/load/events.hpp"
 #include "bench/load/options.hpp"
 #include "bench/load/report.hpp"
@@ -90,6 +93,57 @@ TEST(LoadOptions, RejectsWhatCannotBeRun) {
   EXPECT_EQ(o.kind, workload::chat);
   EXPECT_EQ(o.mention_share, 0.5);
   EXPECT_EQ(o.rate, 100);
+}
+
+TEST(LoadOptions, SpreadsOverTheNodesOfACluster) {
+  auto one = std::get<load_options>(parse_load_options({"--url", "ws://127.0.0.1:7001"}));
+  EXPECT_EQ(one.url, "ws://127.0.0.1:7001");
+  EXPECT_EQ(one.urls, std::vector<std::string>{"ws://127.0.0.1:7001"});
+  EXPECT_EQ(one.subscriber_urls, one.urls);  // subscribers default to the publishers' nodes
+  auto three = std::get<load_options>(parse_load_options(
+    {"--url=ws://127.0.0.1:7001,ws://127.0.0.1:7002,ws://127.0.0.1:7003", "--subscriber-url",
+     "ws://127.0.0.1:7002"}));
+  EXPECT_EQ(three.url, "ws://127.0.0.1:7001");  // set-up goes through the first
+  EXPECT_EQ(three.urls.size(), 3u);
+  EXPECT_EQ(three.urls[2], "ws://127.0.0.1:7003");
+  EXPECT_EQ(three.subscriber_urls, std::vector<std::string>{"ws://127.0.0.1:7002"});
+  // A list item that is not a ws:// URL, an empty one, and a list where one relay is measured.
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,http://x:1"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--subscriber-url", "ws://127.0.0.1:7002", "--workload", "push",
+                        "--push-scenario", "A", "--push-gateway-port", "9"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+    parse_load_options({"--url", "ws://127.0.0.1:7001,ws://127.0.0.1:7002", "--workload",
+                        "fanout", "--sweep", "10,100"})));
+}
+
+TEST(LoadOptions, CpuWatchesNameProcessesAndTheirChildren) {
+  auto w = parse_cpu_watches("node0=12,pg=34+");
+  ASSERT_TRUE(w.has_value());
+  ASSERT_EQ(w->size(), 2u);
+  EXPECT_EQ((*w)[0].name, "node0");
+  EXPECT_EQ((*w)[0].pid, 12);
+  EXPECT_FALSE((*w)[0].children);
+  EXPECT_EQ((*w)[1].name, "pg");
+  EXPECT_EQ((*w)[1].pid, 34);
+  EXPECT_TRUE((*w)[1].children);
+  for (const char* bad : {"", "node0", "=12", "node0=", "node0=12x", "node0=+", "a=1,", "tool=1",
+                          "machine_busy=2", "a/b=1", "a=0"})
+    EXPECT_FALSE(parse_cpu_watches(bad).has_value()) << bad;
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse_load_options({"--cpu-watch", "x=1,y"})));
+  auto o = std::get<load_options>(parse_load_options({"--cpu-watch", "x=1,y=2+"}));
+  EXPECT_EQ(o.cpu_watch, "x=1,y=2+");
+  // This process is watched over a moment: the figures are there, in order.
+  auto self = parse_cpu_watches("me=" + std::to_string(::getpid()));
+  auto a = cpu_now(*self), b = cpu_now(*self);
+  auto c = cpu_between(*self, a, b);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].first, "me");
+  EXPECT_EQ(c[1].first, "tool");
+  EXPECT_EQ(c[2].first, "machine_busy");
 }
 
 TEST(LoadReport, SummaryTakesMediansOfEveryResult) {
