@@ -22,24 +22,9 @@ nats_pid='' nats_url=''
 
 # nats_up: a nats-server on loopback (CLUSTER_NATS_PORT or a free port), once; sets nats_url.
 nats_up() {
-  local port deadline
   if [ -n "$nats_pid" ] && kill -0 "$nats_pid" 2>/dev/null; then return 0; fi
-  command -v nats-server >/dev/null ||
-    wg_die "nats-server is not installed (Debian's nats-server; WAGGLE_APT_PACKAGES in scripts/lib.sh)"
-  port=${CLUSTER_NATS_PORT:-$(wg_free_port)}
-  wg_port_busy "$port" && wg_die "port $port (nats-server) is in use"
-  # A bus payload is up to 1 MiB (docs/bus.md, "NATS").
-  printf 'max_payload: 2097152\n' >"$logs/nats.conf"
-  nats-server -c "$logs/nats.conf" -a 127.0.0.1 -p "$port" -l "$logs/nats.log" >/dev/null 2>&1 &
-  nats_pid=$!
-  deadline=$((SECONDS + 10))
-  until wg_port_busy "$port"; do
-    kill -0 "$nats_pid" 2>/dev/null || wg_die "nats-server did not start (log: $logs/nats.log)"
-    [ "$SECONDS" -lt "$deadline" ] || wg_die "nats-server does not accept on $port after 10 s"
-    sleep 0.1
-  done
-  nats_url=nats://127.0.0.1:$port
-  wg_log "nats-server $(nats-server --version 2>/dev/null | head -1) on $nats_url (pid $nats_pid)"
+  wg_nats_start "$logs" "${CLUSTER_NATS_PORT:-$(wg_free_port)}"
+  nats_pid=$WG_NATS_PID nats_url=$WG_NATS_URL
 }
 
 nats_down() {

@@ -203,6 +203,27 @@ wg_pg_running() { wg_pg_ctl status >/dev/null 2>&1; }
 
 wg_port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# wg_nats_start DIR PORT: a nats-server on loopback, its config and log in DIR; sets WG_NATS_PID
+# and WG_NATS_URL. A bus payload is up to 1 MiB, so max_payload is 2 MiB (docs/bus.md, "NATS").
+wg_nats_start() {
+  local dir=$1 port=$2 deadline
+  command -v nats-server >/dev/null ||
+    wg_die "nats-server is not installed (Debian's nats-server; WAGGLE_APT_PACKAGES in scripts/lib.sh)"
+  wg_port_busy "$port" && wg_die "port $port (nats-server) is in use"
+  mkdir -p "$dir"
+  printf 'max_payload: 2097152\n' >"$dir/nats.conf"
+  nats-server -c "$dir/nats.conf" -a 127.0.0.1 -p "$port" -l "$dir/nats.log" >/dev/null 2>&1 &
+  WG_NATS_PID=$!
+  deadline=$((SECONDS + 10))
+  until wg_port_busy "$port"; do
+    kill -0 "$WG_NATS_PID" 2>/dev/null || wg_die "nats-server did not start (log: $dir/nats.log)"
+    [ "$SECONDS" -lt "$deadline" ] || wg_die "nats-server does not accept on $port after 10 s"
+    sleep 0.1
+  done
+  WG_NATS_URL=nats://127.0.0.1:$port
+  wg_log "nats-server $(nats-server --version 2>/dev/null | head -1) on $WG_NATS_URL (pid $WG_NATS_PID)"
+}
+
 wg_pg_init() {
   [ -f "$WG_PGDATA/PG_VERSION" ] && return 0
   [ "$WG_PG_STANDBY" = 1 ] && wg_die "no standby in $WG_PGDATA (wg_standby_start makes one)"

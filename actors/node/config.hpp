@@ -127,7 +127,7 @@ struct node_config {
   int64_t push_backfill_seconds = 120;    // an activation re-enqueues this much history
   int64_t push_match_interval_ms = 50;    // under load, a matcher batch at most this often
   int64_t push_completion_delay_ms = 50;  // gateway answers held for one transaction
-  bool push_gate_cache = true;            // off for several nodes on one database
+  bool push_gate_cache = true;            // off: every batch runs the gate statement
   // The bus (docs/bus.md): inproc, postgres, caf or nats; this node's id in
   // the cluster (empty: host name and port, random with an ephemeral port);
   // where the CAF driver listens; the NATS server of the nats driver.
