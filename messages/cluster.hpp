@@ -109,10 +109,42 @@ typename Inspector::result_type inspect(Inspector& f, cluster_nodes& x) {
   return f(caf::meta::type_name("cluster_nodes"), x.ok, x.ids);
 }
 
+// Roster publications (docs/scaling.md, "Roster publications"): group ->
+// hub -> relay, a channel's roster needs publishing; the relay hands it to
+// the channel's owner among the live nodes. `elsewhere`: another node took
+// it; false: publish here (alone, the owner, or the owner did not answer;
+// the database fence stays the authority either way).
+struct roster_route {
+  int64_t community_id = 0;
+  std::string channel;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_route& x) {
+  return f(caf::meta::type_name("roster_route"), x.community_id, x.channel);
+}
+struct roster_routed {
+  bool elsewhere = false;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_routed& x) {
+  return f(caf::meta::type_name("roster_routed"), x.elsewhere);
+}
+// Relay -> group: another node asked this one, the channel's owner, to
+// publish (a boundary input: traced where the group takes it).
+struct roster_requested {
+  int64_t community_id = 0;
+  std::string channel;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, roster_requested& x) {
+  return f(caf::meta::type_name("roster_requested"), x.community_id, x.channel);
+}
+
 using cluster_relay_actor = bus_subscriber_actor::extend<
   caf::reacts_to<cluster_local_commit>, caf::reacts_to<cluster_local_ephemeral>,
   caf::reacts_to<cluster_relay_tick>,
-  caf::replies_to<cluster_barrier>::with<cluster_barrier_done>>;
+  caf::replies_to<cluster_barrier>::with<cluster_barrier_done>,
+  caf::replies_to<roster_route>::with<roster_routed>>;
 
 // Relay -> hub: send local commits and ephemeral events to `relay` from now
 // on (the hub of a new incarnation learns it on the relay's next tick).

@@ -76,6 +76,18 @@ typename Inspector::result_type inspect(Inspector& f, access_revoked& x) {
   return f(caf::meta::type_name("access_revoked"), x.community_id, x.pubkey);
 }
 
+// Node -> every connection actor: `ip` was blocked in the community
+// (NIP-86 blockip, on any node: each node's directory sees it within its
+// refresh); a connection of that community from that address closes.
+struct address_blocked {
+  int64_t community_id = 0;
+  std::string ip;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, address_blocked& x) {
+  return f(caf::meta::type_name("address_blocked"), x.community_id, x.ip);
+}
+
 // Connection actor: one per socket.
 using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<socket_closed>,
@@ -84,7 +96,8 @@ using connection_actor = caf::typed_actor<caf::reacts_to<socket_frame>,
                                           caf::reacts_to<live_event>,
                                           caf::reacts_to<drain_request>,
                                           caf::reacts_to<channel_revoked>,
-                                          caf::reacts_to<access_revoked>>;
+                                          caf::reacts_to<access_revoked>,
+                                          caf::reacts_to<address_blocked>>;
 
 // -- -> hub ---------------------------------------------------------------------
 

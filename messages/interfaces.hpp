@@ -50,6 +50,7 @@ using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
                                    caf::reacts_to<cluster_attach>,
                                    caf::replies_to<cluster_barrier>::with<cluster_barrier_done>,
                                    caf::replies_to<cluster_sync>::with<cluster_synced>,
+                                   caf::replies_to<roster_route>::with<roster_routed>,
                                    caf::reacts_to<hub_unsubscribe>,
                                    caf::reacts_to<channel_revoked>,
                                    caf::reacts_to<access_revoked>>;
@@ -73,7 +74,8 @@ using group_actor
                      caf::replies_to<roster_repair_request>::with<roster_repair_reply>,
                      caf::reacts_to<channels_archived>,
                      caf::replies_to<roster_publish_request>::with<roster_publish_reply>,
-                     caf::reacts_to<roster_idle>>;
+                     caf::reacts_to<roster_idle>,
+                     caf::reacts_to<roster_requested>>;
 
 // A group session: one of the group actor's writer connections (detached).
 using group_session_actor

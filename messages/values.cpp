@@ -74,12 +74,17 @@ std::optional<member_role> parse_member_role(std::string_view text) {
 
 namespace waggle {
 
+std::string_view unmapped_ip(std::string_view ip) {
+  if (ip.substr(0, 7) == "::ffff:" && ip.find('.') != std::string_view::npos)
+    ip.remove_prefix(7);
+  return ip;
+}
+
 bool community::blocks(std::string_view ip) const {
   if (blocked_ips.empty() || ip.empty())
     return false;
-  // IPv4-mapped IPv6 compares as IPv4 (the gateway maps already; callers may not).
-  if (ip.substr(0, 7) == "::ffff:" && ip.find('.') != std::string_view::npos)
-    ip.remove_prefix(7);
+  // The gateway maps already; callers may not.
+  ip = unmapped_ip(ip);
   for (const auto& b : blocked_ips)
     if (b == ip)
       return true;

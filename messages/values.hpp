@@ -114,6 +114,10 @@ struct community {
   bool operator==(const community&) const = default;
 };
 
+// An IPv4-mapped IPv6 address as IPv4 ("::ffff:10.0.0.1" -> "10.0.0.1"),
+// anything else as it is: how blocked addresses compare.
+std::string_view unmapped_ip(std::string_view ip);
+
 // Lowercases and strips a port (and IPv6 brackets are kept: "[::1]:7777" -> "[::1]").
 std::string normalize_host(std::string_view host);
 

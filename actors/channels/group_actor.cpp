@@ -281,6 +281,20 @@ void group_state::after_uncertain(int64_t community_id, const event_ptr& ev) {
 // -- roster actors --------------------------------------------------------------
 
 void group_state::mark_dirty(int64_t community_id, const std::string& channel) {
+  if (!settings.route_rosters)
+    return mark_dirty_here(community_id, channel);
+  // The change committed before this asks, so the owner's capture (taken
+  // under the fence after it hears) sees it. Any doubt publishes here.
+  self->request(hub, std::chrono::seconds(10), roster_route{community_id, channel})
+    .then(
+      [this, community_id, channel](roster_routed& routed) {
+        if (!routed.elsewhere)
+          mark_dirty_here(community_id, channel);
+      },
+      [this, community_id, channel](caf::error&) { mark_dirty_here(community_id, channel); });
+}
+
+void group_state::mark_dirty_here(int64_t community_id, const std::string& channel) {
   auto key = std::make_pair(community_id, channel);
   auto i = rosters.find(key);
   if (i == rosters.end()) {
@@ -324,6 +338,13 @@ group_actor::behavior_type group_actor_impl(group_ptr self,
     [self](roster_publish_request& req) { return self->state.on_publish(req); },
     [self](roster_idle& msg) { self->state.on_roster_idle(msg); },
     // -- reaper -----------------------------------------------------------------
+    // -- the cluster -------------------------------------------------------------
+    [self](roster_requested& msg) {
+      // From another node, through this node's relay: an input of the node.
+      trace_section section{self->state.env};
+      trace_node_message(self->state.env, "input", msg);
+      self->state.mark_dirty_here(msg.community_id, msg.channel);
+    },
     [self](channels_archived& msg) {
       // From the TTL reaper's database session: an input of the node.
       trace_section section{self->state.env};

@@ -38,6 +38,9 @@ struct group_settings {
   size_t max_queue_per_community = 1000;
   // A roster actor idle this long is stopped (zero: never).
   caf::timespan roster_idle{std::chrono::seconds(60)};
+  // Clustered: a roster publication goes to the channel's owner node
+  // (roster_route through the hub), which coalesces every node's changes.
+  bool route_rosters = false;
 };
 
 struct group_state;
@@ -79,6 +82,9 @@ struct group_state {
   caf::typed_response_promise<fence_probe_reply> on_fence_probe();
   void on_archived(const channels_archived& msg);
   void on_roster_idle(const roster_idle& msg);
+  // By this node's roster actor for the channel (another node's request
+  // lands here: this node owns the channel).
+  void mark_dirty_here(int64_t community_id, const std::string& channel);
 
  private:
   bool enqueue(group_queue::item it, std::function<void(size_t)> run);
@@ -92,6 +98,7 @@ struct group_state {
   // Answers after the cluster barrier, then releases the channel's queue.
   void answer_after_barrier(caf::typed_response_promise<ingest_reply> promise,
                             ingest_reply answer, int64_t community_id, std::string channel);
+  // The channel's roster needs publishing: by its owner node when routed.
   void mark_dirty(int64_t community_id, const std::string& channel);
 };
 

@@ -47,6 +47,8 @@ void roster_state::on_published(roster_publish_reply& reply) {
     return on_publication_done(false);
   }
   if (!reply.events.empty()) {
+    if (env.stats)
+      ++env.stats->rosters_published;
     committed_events batch;
     for (auto& ev : reply.events)
       batch.items.push_back({community_id, std::move(ev)});

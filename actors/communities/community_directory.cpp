@@ -1,5 +1,9 @@
 #include "actors/communities/community_directory.hpp"
 
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include <pqxx/except>
 
 #include "actors/support/log.hpp"
@@ -17,7 +21,23 @@ std::optional<community> community_snapshot::find(std::string_view host) const {
 }
 
 void community_snapshot::publish(map m) {
-  std::atomic_store(&map_, std::shared_ptr<const map>(std::make_shared<map>(std::move(m))));
+  auto before = std::atomic_load(&map_);
+  auto after = std::make_shared<const map>(std::move(m));
+  std::atomic_store(&map_, std::shared_ptr<const map>(after));
+  // After the store: a connection that the gateway let in under the old
+  // snapshot is closed below; one that comes later is refused there.
+  if (on_block_ && std::exchange(published_, true)) {
+    std::map<int64_t, const std::vector<std::string>*> had;
+    for (const auto& [host, c] : *before)
+      had.emplace(c.id, &c.blocked_ips);
+    for (const auto& [host, c] : *after) {
+      auto i = had.find(c.id);
+      for (const auto& ip : c.blocked_ips)
+        if (i == had.end()
+            || std::find(i->second->begin(), i->second->end(), ip) == i->second->end())
+          on_block_(c.id, ip);
+    }
+  }
 }
 
 void community_directory_state::init(community_directory_ptr self_ptr, std::string database_url,

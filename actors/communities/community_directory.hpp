@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,14 +23,22 @@ namespace waggle {
 class community_snapshot {
  public:
   using map = std::unordered_map<std::string, community>;  // normalized host -> community
+  // Called (on the directory's thread) for each address blocked since the
+  // previous snapshot, so the node closes its open connections from it.
+  using block_hook = std::function<void(int64_t community_id, const std::string& ip)>;
+
   std::optional<community> find(std::string_view host) const;
   void publish(map m);
+  // Set before the directory starts.
+  void on_new_block(block_hook hook) { on_block_ = std::move(hook); }
   bool ready() const { return ready_.load(); }
   void set_ready(bool r) { ready_.store(r); }
 
  private:
   std::shared_ptr<const map> map_ = std::make_shared<const map>();
   std::atomic<bool> ready_{false};
+  block_hook on_block_;
+  bool published_ = false;  // the first snapshot finds no connections to close
 };
 
 struct community_directory_state;

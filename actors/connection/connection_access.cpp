@@ -149,4 +149,17 @@ void connection_state::on_revoked(const access_revoked& msg) {
     revoke_subscription(sub_id, status{ec::restricted, "not a member of this community"}.message());
 }
 
+void connection_state::on_blocked(const address_blocked& msg) {
+  if (closed || msg.community_id != settings.community_id || settings.remote_ip.empty()
+      || unmapped_ip(msg.ip) != unmapped_ip(settings.remote_ip))
+    return;
+  // Unlike a drain, nothing in flight is waited for: the address is refused
+  // from now on, and its events' answers would go to a blocked client.
+  send(proto::render_notice("blocked: this address is blocked in this community"));
+  sink->close(1008, "address blocked");
+  closed = true;
+  withdraw_all_reads();
+  self->quit();
+}
+
 }  // namespace waggle

@@ -544,6 +544,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
     },
     [self](const channel_revoked& msg) { self->state.on_revoked(msg); },
     [self](const access_revoked& msg) { self->state.on_revoked(msg); },
+    [self](const address_blocked& msg) { self->state.on_blocked(msg); },
   };
 }
 

@@ -142,6 +142,8 @@ struct connection_state {
   void on_stall_check();
   void on_revoked(const channel_revoked& msg);
   void on_revoked(const access_revoked& msg);
+  // Its address was blocked in its community: it closes, whatever it was doing.
+  void on_blocked(const address_blocked& msg);
   bool open_now() const;
   // Records an input of the socket edge ("frame_in", "closed", "drain").
   void trace_input(std::string_view kind, const std::string* text = nullptr);

@@ -12,6 +12,58 @@ std::string cluster_barrier_subject(const std::string& node_id) {
   return "waggle.node." + node_id + ".barrier";
 }
 
+std::string cluster_roster_subject(const std::string& node_id) {
+  return "waggle.node." + node_id + ".roster";
+}
+
+namespace {
+
+// FNV-1a, 64 bits: the same on every node and build (std::hash is not
+// promised to be).
+uint64_t fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// "community\nchannel": the roster request's bus payload.
+std::string roster_payload(int64_t community_id, const std::string& channel) {
+  return std::to_string(community_id) + "\n" + channel;
+}
+
+std::optional<roster_requested> parse_roster_payload(const std::string& payload) {
+  auto nl = payload.find('\n');
+  if (nl == std::string::npos || nl + 1 >= payload.size() || payload.size() > 200)
+    return std::nullopt;
+  roster_requested out;
+  auto [end, ec] = std::from_chars(payload.data(), payload.data() + nl, out.community_id);
+  if (ec != std::errc{} || end != payload.data() + nl || out.community_id <= 0)
+    return std::nullopt;
+  out.channel = payload.substr(nl + 1);
+  return out;
+}
+
+}  // namespace
+
+std::string roster_owner(const std::vector<std::string>& nodes, int64_t community_id,
+                         const std::string& channel) {
+  auto key = fnv1a("\n" + std::to_string(community_id) + "\n" + channel);
+  std::string best;
+  uint64_t best_score = 0;
+  for (const auto& node : nodes) {
+    // Mixed once more so that nodes whose ids share a prefix spread evenly.
+    auto score = fnv1a(node, key) * 0x9E3779B97F4A7C15ull;
+    score ^= score >> 29;
+    if (best.empty() || score > best_score || (score == best_score && node < best)) {
+      best = node;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
 std::string cluster_ephemeral_payload(const std::string& origin, const ingest_item& item) {
   return origin + "\n" + std::to_string(item.community_id) + "\n" + item.ev->raw;
 }
@@ -35,12 +87,14 @@ std::optional<cluster_ephemeral_parts> parse_cluster_ephemeral(const std::string
 }
 
 void cluster_relay_state::init(ptr self_ptr, bus_actor b, cluster_tail_actor t,
-                               std::function<hub_actor()> hub, cluster_relay_settings s,
+                               std::function<hub_actor()> hub,
+                               std::function<group_actor()> group, cluster_relay_settings s,
                                node_env e) {
   self = self_ptr;
   bus = std::move(b);
   tail = std::move(t);
   current_hub = std::move(hub);
+  current_group = std::move(group);
   settings = std::move(s);
   env = std::move(e);
   // No replay runs the relay (docs/traces.md, "The cluster"): what it hands
@@ -54,11 +108,31 @@ void cluster_relay_state::init(ptr self_ptr, bus_actor b, cluster_tail_actor t,
   if (settings.doorbell)
     subjects.emplace_back(cluster_commits_subject, false);
   subjects.emplace_back(cluster_ephemeral_subject, false);
+  subjects.emplace_back(cluster_roster_subject(settings.node_id), false);
   // Last: on_message tells a barrier by it.
   subjects.emplace_back(cluster_barrier_subject(settings.node_id), false);
   attach();
   subscribe_missing();
+  read_nodes();
   self->delayed_send(self, settings.tick, cluster_relay_tick{});
+}
+
+void cluster_relay_state::read_nodes() {
+  if (nodes_reading)
+    return;
+  nodes_reading = true;
+  nodes_read_at = env.steady_now();
+  self->request(tail, settings.answer_bound, cluster_nodes_request{})
+    .then(
+      [this](cluster_nodes& nodes) {
+        nodes_reading = false;
+        if (!nodes.ok)
+          return;  // the last list stands until a read succeeds
+        live_nodes = std::move(nodes.ids);
+        live_nodes.push_back(settings.node_id);
+        nodes_known = true;
+      },
+      [this](caf::error&) { nodes_reading = false; });
 }
 
 void cluster_relay_state::attach() {
@@ -102,6 +176,10 @@ void cluster_relay_state::on_message(const bus_message& msg) {
   }
   if (msg.subject == subjects.back().first) {
     answer_barrier(msg);
+    return;
+  }
+  if (msg.subject == cluster_roster_subject(settings.node_id)) {
+    answer_roster(msg);
     return;
   }
   if (msg.subject != cluster_ephemeral_subject)
@@ -221,6 +299,46 @@ void cluster_relay_state::answer_barrier(const bus_message& msg) {
       [](caf::error&) {});
 }
 
+caf::typed_response_promise<roster_routed>
+cluster_relay_state::on_roster_route(const roster_route& msg) {
+  auto promise = self->make_response_promise<roster_routed>();
+  auto owner = nodes_known ? roster_owner(live_nodes, msg.community_id, msg.channel) : "";
+  if (owner.empty() || owner == settings.node_id) {
+    promise.deliver(roster_routed{});
+    return promise;
+  }
+  self
+    ->request(bus, settings.answer_bound,
+              bus_request{cluster_roster_subject(owner), roster_payload(msg.community_id, msg.channel),
+                          settings.roster_timeout_ms})
+    .then([promise](bus_message&) mutable { promise.deliver(roster_routed{true}); },
+          [this, promise, owner](caf::error& err) mutable {
+            // The owner is gone or slow: publish here; the registry is read
+            // again at once, so the next change finds the new owner.
+            log::info("cluster", "roster owner did not answer; publishing here",
+                      {{"owner", owner}, {"error", caf::to_string(err)}});
+            read_nodes();
+            promise.deliver(roster_routed{});
+          });
+  return promise;
+}
+
+void cluster_relay_state::answer_roster(const bus_message& msg) {
+  auto req = parse_roster_payload(msg.payload);
+  auto group = current_group ? current_group() : group_actor{};
+  // Unanswered (the asker publishes itself) when it is not of that shape or
+  // there is no group actor to hand it to.
+  if (!req || !group || msg.reply_to.empty()) {
+    if (!req)
+      log::warn("cluster", "dropped a roster request of another shape", {});
+    return;
+  }
+  // Idempotent: a channel already dirty here publishes once more at most,
+  // and the publication captures the roster afresh under the fence.
+  self->send(group, std::move(*req));
+  publish(msg.reply_to, settings.node_id);
+}
+
 void cluster_relay_state::publish(const std::string& subject, std::string payload) {
   self->request(bus, settings.answer_bound, bus_publish{subject, std::move(payload), ""})
     .then([](bus_ack&) {},
@@ -248,22 +366,26 @@ void cluster_relay_state::on_trailing() {
 void cluster_relay_state::on_tick() {
   attach();
   subscribe_missing();
+  if (env.steady_now() - nodes_read_at >= settings.nodes_refresh)
+    read_nodes();
   self->delayed_send(self, settings.tick, cluster_relay_tick{});
 }
 
 cluster_relay_actor::behavior_type cluster_relay_impl(cluster_relay_state::ptr self, bus_actor bus,
                                                       cluster_tail_actor tail,
                                                       std::function<hub_actor()> current_hub,
+                                                      std::function<group_actor()> current_group,
                                                       cluster_relay_settings settings,
                                                       node_env env) {
   self->state.init(self, std::move(bus), std::move(tail), std::move(current_hub),
-                   std::move(settings), std::move(env));
+                   std::move(current_group), std::move(settings), std::move(env));
   return {
     [self](bus_message& msg) { self->state.on_message(msg); },
     [self](bus_lagged& msg) { self->state.on_lagged(msg); },
     [self](cluster_local_commit&) { self->state.on_local_commit(); },
     [self](cluster_local_ephemeral& msg) { self->state.on_local_ephemeral(msg); },
     [self](cluster_barrier&) { return self->state.on_barrier(); },
+    [self](roster_route& msg) { return self->state.on_roster_route(msg); },
     [self](cluster_relay_tick& tick) {
       if (tick.trailing)
         self->state.on_trailing();

@@ -331,6 +331,34 @@ caf::typed_response_promise<cluster_barrier_done> hub_state::on_barrier() {
   return promise;
 }
 
+// A roster publication goes to the channel's owner node through the relay
+// (docs/scaling.md, "Roster publications"); alone, or without a relay yet,
+// this node publishes (the database fence stays the authority). The
+// relay's answer is the other nodes' word: recorded like a barrier's.
+caf::typed_response_promise<roster_routed> hub_state::on_roster_route(const roster_route& msg) {
+  auto promise = self->make_response_promise<roster_routed>();
+  if (!relay) {
+    promise.deliver(roster_routed{});
+    return promise;
+  }
+  auto n = trace_to_relay(msg);
+  self->request(relay, std::chrono::seconds(10), msg)
+    .then(
+      [this, promise, n](roster_routed& routed) mutable {
+        trace_section section{env, n > 0};
+        if (n > 0)
+          trace_numbered(env, "cluster_reply", n, routed);
+        promise.deliver(routed);
+      },
+      [this, promise, n](caf::error& err) mutable {
+        trace_section section{env, n > 0};
+        if (n > 0)
+          trace_numbered_error(env, "cluster_reply", n, err);
+        promise.deliver(roster_routed{});
+      });
+  return promise;
+}
+
 void hub_state::on_attach(const cluster_attach& msg) {
   if (relay == msg.relay)
     return;
@@ -387,6 +415,7 @@ hub_actor::behavior_type hub_behavior(hub_ptr self, node_env env, bool clustered
       self->state.on_attach(msg);
     },
     [self](cluster_barrier&) { return self->state.on_barrier(); },
+    [self](roster_route& msg) { return self->state.on_roster_route(msg); },
     // Mailbox order: everything sent here before it has been handled.
     [&e](cluster_sync& msg) {
       trace_section section{e};

@@ -117,6 +117,7 @@ struct hub_state {
   // Passed to every subscribed connection of the community, in mailbox
   // order with the live events, like channel_revoked.
   void on_revoked(const access_revoked& msg);
+  caf::typed_response_promise<roster_routed> on_roster_route(const roster_route& msg);
   void on_down(const caf::down_msg& msg);
 };
 

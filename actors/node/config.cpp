@@ -429,10 +429,20 @@ const std::vector<option>& options() {
        cfg.cluster_doorbell = value == "on";
        return true;
      }},
+    {{"--roster-routing", "WAGGLE_ROSTER_ROUTING",
+      "with --bus postgres, caf or nats, on: a channel's roster snapshot (39002) is published by "
+      "one owner node among the live ones, which coalesces every node's changes; off: by each "
+      "node that changed it (the database fence orders them either way)",
+      "on"},
+     [](node_config& cfg, const std::string& value) {
+       if (value != "on" && value != "off")
+         return false;
+       cfg.roster_routing = value == "on";
+       return true;
+     }},
     {{"--push-gate-cache", "WAGGLE_PUSH_GATE_CACHE",
-      "on: batches skip the push gate for communities this node knows have no lease; off (for "
-      "several nodes on one database, until the cluster bus carries lease activations): every "
-      "batch runs it",
+      "on: batches skip the push gate for communities this node knows have no lease (several "
+      "nodes keep it correct through the bus: docs/push.md); off: every batch runs it",
       "on"},
      [](node_config& cfg, const std::string& value) {
        if (value != "on" && value != "off")

@@ -144,6 +144,9 @@ struct node_config {
   int64_t cluster_poll_ms = 500;
   // Off: the tail ignores other nodes' doorbells and reads on its poll only.
   bool cluster_doorbell = true;
+  // Off: every node publishes the rosters of the channels it changed itself
+  // (the fence still orders them) instead of asking the channel's owner.
+  bool roster_routing = true;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
 };

@@ -118,6 +118,15 @@ node::node(node_config cfg, node_env env)
   system_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   board_ = std::make_shared<handle_board>();
   snapshot_ = std::make_shared<community_snapshot>();
+  // A block made on any node reaches every node's directory (its NOTIFY, or
+  // the 2 s refresh): each closes its own connections from the address.
+  snapshot_->on_new_block([this](int64_t community_id, const std::string& ip) {
+    log::info("node", "closing connections from a blocked address",
+              {{"community", std::to_string(community_id)}, {"ip", ip}});
+    std::lock_guard guard{conn_mtx_};
+    for (const auto& conn : connections_)
+      caf::anon_send(conn, address_blocked{community_id, ip});
+  });
   read_buckets_ = std::make_shared<shared_read_buckets>(
     bucket_rate{static_cast<double>(cfg_.read_rate_pubkey),
                 static_cast<double>(cfg_.read_burst_pubkey)},
@@ -184,7 +193,9 @@ void node::start_cluster() {
   cluster_relay_settings relay_settings;
   relay_settings.node_id = node_id_;
   relay_settings.doorbell = cfg_.cluster_doorbell;
+  auto current_group = [board = board_] { return board->get()->group; };
   cluster_relay_ = system_->spawn(cluster_relay_impl, bus_, cluster_tail_, current_hub,
+                                  current_group,
                                   relay_settings, env_.for_actor("cluster_relay"));
   if (ingest_settings_for(cfg_).cluster_gate) {
     push_gate_relay_settings gate_settings;
@@ -348,7 +359,10 @@ ingest_settings ingest_settings_for(const node_config& cfg) {
   settings.commit_siblings = cfg.commit_siblings;
   settings.push_enabled = !cfg.push_gateway_url.empty();
   settings.push_gate_cache = cfg.push_gate_cache;
-  settings.cluster_gate = cfg.bus != "inproc" && settings.push_enabled && cfg.push_gate_cache;
+  // With the cache off too: such a node gates everything itself, but the
+  // others' caches learn of its leases only by its asking, and their leases
+  // wait for its answer (a cluster moving to the cache node by node).
+  settings.cluster_gate = cfg.bus != "inproc" && settings.push_enabled;
   return settings;
 }
 

@@ -168,6 +168,7 @@ void node_supervisor_state::spawn_group() {
   settings.repair_on_start = restarts[static_cast<size_t>(child::group)] > 0;
   settings.max_queue_per_community = cfg.max_group_queue_per_community;
   settings.roster_idle = caf::timespan{std::chrono::seconds(cfg.roster_idle_seconds)};
+  settings.route_rosters = cfg.bus != "inproc" && cfg.roster_routing;
   handles.group = sys.spawn(group_actor_impl, std::move(sessions), handles.hub,
                             env.for_actor("group"), std::move(settings));
   watch(child::group, handles.group);

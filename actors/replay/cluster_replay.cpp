@@ -17,6 +17,7 @@ replay_relay_actor::behavior_type replay_relay(replay_relay_actor::pointer self,
     [self, log, player](cluster_barrier& b) {
       return log->hold<cluster_barrier_done>(self, *player, b);
     },
+    [self, log, player](roster_route& r) { return log->hold<roster_routed>(self, *player, r); },
     // Promises are delivered from inside the actor that made them.
     [log, player](caf::atom_value, uint64_t n, const std::string& type, const std::string& json) {
       if (!log->answer(n, type, json))

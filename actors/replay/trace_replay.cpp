@@ -380,6 +380,7 @@ void replayer::spawn_node() {
   group_settings settings;
   settings.max_queue_per_community = cfg_.max_group_queue_per_community;
   settings.roster_idle = caf::timespan{std::chrono::seconds(cfg_.roster_idle_seconds)};
+  settings.route_rosters = switches_.clustered;
   group_ = keep(sys_->spawn(group_actor_impl, std::move(sessions), hub_, env_.for_actor("group"),
                             std::move(settings)));
   player_->name(ingest_.address(), "ingest");
@@ -600,6 +601,14 @@ bool replayer::feed_node(const record& r) {
     channels_archived msg;
     if (doc.HasParseError() || !trace_codec::decode(doc, msg))
       diverge(r, r.msg, "not a channels_archived");
+    else
+      input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
+  } else if (k == "input" && r.type == "roster_requested") {
+    rapidjson::Document doc;
+    doc.Parse(r.msg.data(), r.msg.size());
+    roster_requested msg;
+    if (doc.HasParseError() || !trace_codec::decode(doc, msg))
+      diverge(r, r.msg, "not a roster_requested");
     else
       input(caf::actor_cast<caf::actor>(group_), caf::make_message(std::move(msg)));
   } else if (k == "input" && r.type == "push_gate_loaded" && r.actor == "ingest") {

@@ -98,6 +98,10 @@ std::string metrics::render() const {
   gauge("waggle_live_subscriptions", "Live REQ subscriptions.", live_subscriptions.load());
   gauge("waggle_roster_actors", "Live roster actors (channels changed recently).",
         roster_actors.load());
+  counter("waggle_rosters_published_total",
+          "NIP-29 roster publications (39000-39003) this node committed (clustered: the "
+          "channels it owns).",
+          rosters_published.load());
   counter("waggle_events_accepted_total", "Events stored (or fanned out, if ephemeral).",
           events_accepted.load());
   counter("waggle_events_duplicate_total", "Events answered as duplicates.",

@@ -47,6 +47,7 @@ class metrics {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> live_subscriptions{0};
   std::atomic<int64_t> roster_actors{0};  // the group actor's, stopped when idle
+  std::atomic<uint64_t> rosters_published{0};  // roster publications this node committed
   std::atomic<uint64_t> events_accepted{0};
   std::atomic<uint64_t> events_duplicate{0};
   std::atomic<uint64_t> ingest_batches{0};

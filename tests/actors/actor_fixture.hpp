@@ -182,6 +182,7 @@ stand_in_connection(std::function<void(const live_event&)> on_live) {
     [](const drain_request&) {},
     [](const channel_revoked&) {},
     [](const access_revoked&) {},
+    [](const address_blocked&) {},
   };
 }
 

@@ -185,6 +185,7 @@ struct fake_node {
           [](drain_request) {},
           [](const channel_revoked&) {},
           [](const access_revoked&) {},
+          [](const address_blocked&) {},
         };
       });
     };

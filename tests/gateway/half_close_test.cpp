@@ -99,6 +99,7 @@ struct fake_node {
           [](drain_request) {},
           [](const channel_revoked&) {},
           [](const access_revoked&) {},
+          [](const address_blocked&) {},
         };
       });
     };

@@ -4,8 +4,10 @@
 // commit and ephemeral event, and of nothing the tail brought. Alone (no
 // relay attached) the hub remembers nothing. Under test_coordinator.
 
+#include <map>
 #include <optional>
 
+#include "actors/fanout/cluster_relay.hpp"
 #include "actors/fanout/hub_actor.hpp"
 #include "actors/fanout/recent_events.hpp"
 #include "tests/actors/actor_fixture.hpp"
@@ -30,6 +32,7 @@ struct heard {
   std::vector<std::string> live;        // contents, in order
   uint32_t commits = 0;                 // events the relay was told were committed here
   std::vector<std::string> ephemeral;   // contents the relay was asked to carry
+  std::vector<std::string> routed;      // channels whose rosters it was asked to route
 };
 
 cluster_relay_actor::behavior_type stand_in_relay(cluster_relay_actor::pointer,
@@ -41,6 +44,10 @@ cluster_relay_actor::behavior_type stand_in_relay(cluster_relay_actor::pointer,
     [log](const cluster_local_ephemeral& m) { log->ephemeral.push_back(m.item.ev->content); },
     [](const cluster_relay_tick&) {},
     [](const cluster_barrier&) { return cluster_barrier_done{}; },
+    [log](const roster_route& r) {
+      log->routed.push_back(r.channel);
+      return roster_routed{true};
+    },
   };
 }
 
@@ -130,6 +137,58 @@ TEST_F(hub_cluster_test, a_barrier_without_a_relay_fails_closed_in_a_cluster) {
   run();
   ASSERT_TRUE(answer->has_value());
   EXPECT_EQ((*answer)->unconfirmed.size(), 1u) << "no relay: nobody was asked, nothing confirmed";
+}
+
+TEST_F(hub_cluster_test, a_roster_goes_to_its_owner_through_the_relay_once_attached) {
+  auto ask = [this](std::string channel) {
+    auto answer = std::make_shared<std::optional<roster_routed>>();
+    spawn([hub = hub, answer, channel](caf::event_based_actor* self) {
+      self->request(hub, caf::infinite, roster_route{1, channel})
+        .then([answer](roster_routed& r) { *answer = r; });
+    });
+    run();
+    return *answer;
+  };
+  auto before = ask("general");
+  ASSERT_TRUE(before.has_value());
+  EXPECT_FALSE(before->elsewhere) << "no relay yet: this node publishes";
+  EXPECT_TRUE(log->routed.empty());
+  caf::anon_send(hub, cluster_attach{relay});
+  run();
+  auto after = ask("general");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->elsewhere) << "the relay's word is passed on";
+  EXPECT_EQ(log->routed, (std::vector<std::string>{"general"}));
+}
+
+TEST(roster_owner, every_node_picks_the_same_owner_and_a_leaver_moves_only_its_own) {
+  std::vector<std::string> three{"a:7777", "b:7777", "c:7777"};
+  std::vector<std::string> shuffled{"c:7777", "a:7777", "b:7777"};
+  std::map<std::string, int> wins;
+  int moved = 0;
+  for (int i = 0; i < 3000; ++i) {
+    auto channel = "ch" + std::to_string(i);
+    auto owner = roster_owner(three, 5, channel);
+    EXPECT_EQ(owner, roster_owner(shuffled, 5, channel)) << "the order of the registry matters not";
+    ++wins[owner];
+    std::vector<std::string> two;
+    for (auto& n : three)
+      if (n != "b:7777")
+        two.push_back(n);
+    auto without_b = roster_owner(two, 5, channel);
+    if (owner != "b:7777")
+      EXPECT_EQ(without_b, owner) << "a channel b did not own stays where it was";
+    else
+      ++moved;
+  }
+  for (auto& n : three)
+    EXPECT_GT(wins[n], 800) << n << " owns about a third";
+  EXPECT_EQ(moved, wins["b:7777"]);
+  EXPECT_EQ(roster_owner({}, 5, "x"), "");
+  int differ = 0;
+  for (int i = 0; i < 300; ++i)
+    differ += roster_owner(three, 5, std::to_string(i)) != roster_owner(three, 6, std::to_string(i));
+  EXPECT_GT(differ, 100) << "the community is part of the key";
 }
 
 TEST_F(hub_cluster_test, alone_the_hub_remembers_nothing) {
