@@ -125,6 +125,8 @@ void ws_session::run(std::string raw) {
 }
 
 void ws_session::configure() {
+  // Holds the session while a socket write of the layer is in flight.
+  ws_.next_layer().set_owner(weak_from_this());
   // The websocket stream has its own timeouts; the tcp_stream's must be off.
   beast::get_lowest_layer(ws_).expires_never();
   websocket::stream_base::timeout opt{};
@@ -331,8 +333,8 @@ void ws_session::fire_drained_if_low() {
 
 void ws_session::drop_slow_consumer() {
   log::debug(st_->api, "dropping slow consumer", host_);
-  // Keep the frame being written (its buffer is in use), drop everything else.
-  std::size_t keep = writing_ ? 1 : 0;
+  // Keep the batch being written (it is counted until written), drop everything else.
+  std::size_t keep = writing_ ? writing_frames_ : 0;
   while (queue_.size() > keep) {
     sub_queued(queue_.back().size());
     queue_.pop_back();
@@ -369,21 +371,28 @@ void ws_session::begin_close(uint16_t code, std::string reason) {
 void ws_session::do_write() {
   writing_ = true;
   watch_writes();
-  if (queue_.size() > 1)
-    cork(true);
-  // One message from its parts: Beast writes the header and these buffers
-  // without copying them (server frames are not masked).
-  const auto& f = queue_.front();
-  std::array<net::const_buffer, 3> parts{
-    net::buffer(f.text), f.shared ? net::buffer(*f.shared) : net::const_buffer{},
-    net::buffer(f.tail.data(), f.tail.size())};
-  ws_.async_write(parts, beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+  auto& out = ws_.next_layer();
+  std::size_t bytes = 0;
+  writing_frames_ = 0;
+  for (const auto& f : queue_) {
+    if (writing_frames_ > 0 && bytes + f.size() > write_batch_bytes)
+      break;
+    // The event's JSON is shared by every subscriber's frame; it is copied
+    // once more here, into this socket's outgoing bytes.
+    if (!out.append_text_frame(f.text, f.shared ? std::string_view{*f.shared} : std::string_view{},
+                               std::string_view{f.tail.data(), f.tail.size()}))
+      break;  // Beast sent its close (the peer's close answered): nothing may follow
+    bytes += f.size();
+    ++writing_frames_;
+  }
+  out.when_written(beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
 }
 
-void ws_session::on_write(beast::error_code ec, std::size_t) {
+void ws_session::on_write(beast::error_code ec) {
   writing_ = false;
+  auto done = std::min(writing_frames_, queue_.size());
+  writing_frames_ = 0;
   if (finished_) {
-    // finish() kept only this frame (for its buffer) in the queue and count.
     while (!queue_.empty()) {
       sub_queued(queue_.front().size());
       queue_.pop_front();
@@ -396,32 +405,16 @@ void ws_session::on_write(beast::error_code ec, std::size_t) {
     return abort_socket();
   }
   ++writes_done_;
-  sub_queued(queue_.front().size());
-  queue_.pop_front();
+  for (std::size_t k = 0; k < done; ++k) {
+    sub_queued(queue_.front().size());
+    queue_.pop_front();
+  }
   if (!closing_)
     fire_drained_if_low();
-  if (!queue_.empty())
+  if (!queue_.empty() && !ws_.next_layer().sealed())
     return do_write();
-  cork(false);
   if (closing_ && !close_sent_)
     do_close();
-}
-
-// Beast writes one message per async_write, so a backlog of N frames is N
-// sendmsg calls; without TCP_CORK (the socket has TCP_NODELAY) each one is
-// also its own TCP segment, and on loopback the receiver's whole network
-// stack runs inside the sender's syscall. Corked while a backlog is being
-// written, the kernel sends full segments; uncorked as soon as the queue is
-// empty, which pushes out the last partial one at once. Only the timing of
-// bytes changes, never their order: Beast's own frames (pongs, pings, the
-// close) go through the same socket in the order Beast writes them.
-void ws_session::cork(bool on) {
-  if (corked_ == on)
-    return;
-  corked_ = on;
-  int v = on ? 1 : 0;
-  ::setsockopt(beast::get_lowest_layer(ws_).socket().native_handle(), IPPROTO_TCP, TCP_CORK, &v,
-               sizeof v);
 }
 
 void ws_session::do_close() {
@@ -477,9 +470,9 @@ void ws_session::finish(bool in_destructor) {
     pause_timer_.cancel();
     peer_timer_.cancel();
   }
-  // A write still in flight owns queue_.front()'s buffer until it completes
-  // (on_write, or the destructor, gives its bytes back then).
-  while (queue_.size() > (writing_ && !in_destructor ? 1u : 0u)) {
+  // A write in flight still counts its frames until it completes (on_write,
+  // or the destructor, gives their bytes back then).
+  while (queue_.size() > (writing_ && !in_destructor ? writing_frames_ : 0u)) {
     sub_queued(queue_.back().size());
     queue_.pop_back();
   }

@@ -22,6 +22,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "gateway/server_state.hpp"
+#include "gateway/write_behind_stream.hpp"
 
 namespace waggle::gateway {
 
@@ -103,6 +104,10 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // until the actor has handled one. Frames are at most max_frame_bytes, so
   // this bounds the mailbox's bytes too.
   static constexpr std::size_t frame_credit = 16;
+  // A backlog is written in batches of about this many bytes (at least one
+  // frame): one system call for many frames, while the queue's caps still
+  // count what the kernel has not taken.
+  static constexpr std::size_t write_batch_bytes = 64 * 1024;
   // While reading is paused or out of credit, how often the socket is looked
   // at for the peer's FIN or reset (no read is pending to see them).
   static constexpr std::chrono::milliseconds peer_watch_interval{500};
@@ -136,17 +141,17 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   // True when this session must go for the node-wide budget (else a larger
   // queue elsewhere is told to go).
   bool over_outbound_budget();
+  // Frames the queue's head (a batch of up to write_batch_bytes) into the
+  // write-behind layer: one socket write in flight, carrying the batch.
   void do_write();
-  // TCP_CORK while a backlog is written (ws_session.cpp says why).
-  void cork(bool on);
-  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void on_write(boost::beast::error_code ec);
   void do_close();
   void on_close(boost::beast::error_code ec);
   void fail(boost::beast::error_code ec, const char* what);
   void abort_socket();
   void finish(bool in_destructor = false);
 
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<write_behind_stream> ws_;
   boost::beast::flat_buffer buffer_;
   std::shared_ptr<server_state> st_;
   community community_;
@@ -180,7 +185,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   bool stall_watch_ = false;        // stall_timer_ pending
   bool authenticated_ = false;
   bool writing_ = false;
-  bool corked_ = false;
+  std::size_t writing_frames_ = 0;  // queue_'s first frames, in the write in flight
   bool accepted_ = false;
   bool closing_ = false;     // no more frames accepted from the actor or forwarded to it
   bool close_sent_ = false;  // async_close issued

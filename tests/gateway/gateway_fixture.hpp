@@ -38,6 +38,8 @@ constexpr const char* relay_host = "relay.test";
 const std::string nip11_doc = R"({"name":"Test Relay","supported_nips":[1,11,98]})";
 constexpr int burst_senders = 4;
 constexpr int burst_frames = 3000;
+constexpr int backlog_frames = 3;
+constexpr size_t backlog_bytes = 2500 * 1024;  // 3 frames: under the 8 MiB queue cap
 
 template <class Pred>
 bool eventually(Pred p, std::chrono::milliseconds timeout = 10s) {
@@ -164,6 +166,12 @@ struct fake_node {
               auto body = std::make_shared<const std::string>(std::string(4000, 'x'));
               for (int i = 0; i < 20000; ++i)
                 sink->send_frame(out_frame{std::string{"h"}, body, "]"});
+            } else if (f.text == "backlog") {
+              // Frames larger than a socket's free space, under both caps:
+              // the kernel takes each write in parts.
+              auto body = std::make_shared<const std::string>(std::string(backlog_bytes, 'y'));
+              for (int i = 0; i < backlog_frames; ++i)
+                sink->send_frame(out_frame{"b" + std::to_string(i) + ":", body, "!"});
             } else if (f.text == "flood") {
               for (int i = 0; i < 100000; ++i)
                 sink->send_text(R"(["EVENT","s",")" + std::string(200, 'x') + R"("])");

@@ -1,0 +1,140 @@
+#pragma once
+
+// The write side of a WebSocket connection, owned in one place.
+//
+// Beast's websocket stream writes one message per async_write, through a
+// composed operation that costs more than the system call it makes, and it
+// writes its own frames (the handshake answer, pongs, keep-alive pings, the
+// close) whenever its read loop decides to. A session that frames its own
+// text messages and writes many of them with one `sendmsg` must not let those
+// two writers interleave on the socket: a pong landing inside a half-written
+// frame corrupts the stream.
+//
+// This layer sits between the websocket stream and the TCP stream and is the
+// only writer of the socket. Beast's writes are appended whole to the
+// outgoing bytes and complete at once; the session appends framed messages
+// the same way (`append_frame`), and exactly one socket write is in flight at
+// a time, carrying everything appended since the last one began. Bytes leave
+// in the order they were appended, so every frame stays whole. What it holds
+// is bounded by its writers: Beast writes only control frames (at most one of
+// each in flight) and the session appends a batch only after the previous
+// one was written (`when_written`).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/websocket/teardown.hpp>
+
+namespace waggle::gateway {
+
+class write_behind_stream {
+ public:
+  using executor_type = boost::beast::tcp_stream::executor_type;
+  using next_layer_type = boost::beast::tcp_stream;
+
+  explicit write_behind_stream(boost::beast::tcp_stream&& next) : next_(std::move(next)) {}
+
+  executor_type get_executor() noexcept { return next_.get_executor(); }
+  next_layer_type& next_layer() noexcept { return next_; }
+  const next_layer_type& next_layer() const noexcept { return next_; }
+
+  // Whoever must outlive a socket write in flight (the session): each write
+  // holds it until its handler has run.
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+
+  template <class MutableBufferSequence, class ReadHandler>
+  auto async_read_some(const MutableBufferSequence& buffers, ReadHandler&& handler) {
+    return next_.async_read_some(buffers, std::forward<ReadHandler>(handler));
+  }
+
+  // Beast's writes: appended whole, complete at once (posted, never inline).
+  template <class ConstBufferSequence, class WriteHandler>
+  auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
+    return boost::asio::async_initiate<WriteHandler, void(boost::beast::error_code, std::size_t)>(
+      [this](auto h, const ConstBufferSequence& b) {
+        std::size_t n = 0;
+        auto ec = failed_;
+        if (!ec && !sealed_) {
+          for (auto it = boost::asio::buffer_sequence_begin(b);
+               it != boost::asio::buffer_sequence_end(b); ++it) {
+            boost::asio::const_buffer piece = *it;
+            if (n == 0 && piece.size() > 0 && is_close_frame(piece))
+              sealed_ = true;  // nothing of the session's may follow Beast's close
+            pending_.append(static_cast<const char*>(piece.data()), piece.size());
+            n += piece.size();
+          }
+          flush();
+        } else if (!ec) {
+          // After the close frame the socket takes nothing more: dropped,
+          // reported written (the peer is closing anyway).
+          n = boost::asio::buffer_size(b);
+        }
+        boost::asio::post(get_executor(), boost::beast::bind_front_handler(std::move(h), ec, n));
+      },
+      handler, buffers);
+  }
+
+  // A whole text message (unmasked, server to client) from its parts, framed
+  // here. False once Beast has written its close frame, or after an error.
+  bool append_text_frame(std::string_view a, std::string_view b, std::string_view c);
+  // Runs `done` (on the strand) once every byte appended so far has reached the
+  // socket, or with the error that stopped it (after which every write fails
+  // at once with it). One waiter at a time.
+  void when_written(std::function<void(boost::beast::error_code)> done);
+  // Bytes appended and not yet handed to the kernel.
+  std::size_t pending_bytes() const { return pending_.size() + inflight_.size(); }
+  // Socket writes made (each carries one or more frames).
+  std::uint64_t writes() const { return writes_; }
+  bool sealed() const { return sealed_; }
+
+ private:
+  static bool is_close_frame(boost::asio::const_buffer first) {
+    return static_cast<const unsigned char*>(first.data())[0] == 0x88;  // FIN + opcode close
+  }
+  void flush();
+  void on_flushed(boost::beast::error_code ec, std::size_t n);
+
+  boost::beast::tcp_stream next_;
+  std::weak_ptr<void> owner_;
+  std::string pending_;   // appended while a write is in flight
+  std::string inflight_;  // the bytes of the write in flight
+  bool writing_ = false;
+  bool sealed_ = false;
+  boost::beast::error_code failed_;
+  std::uint64_t written_ = 0;  // bytes the kernel took since the start
+  std::uint64_t writes_ = 0;
+  std::uint64_t waiter_at_ = 0;
+  std::function<void(boost::beast::error_code)> waiter_;
+  std::function<void()> teardown_waiter_;
+
+  template <class Handler>
+  friend void async_teardown(boost::beast::role_type role, write_behind_stream& s, Handler&& h);
+  friend void teardown(boost::beast::role_type role, write_behind_stream& s,
+                       boost::beast::error_code& ec);
+};
+
+// The close handshake's last step: what was appended (the close frame among
+// it) goes out first, then the TCP teardown of the layer below.
+template <class Handler>
+void async_teardown(boost::beast::role_type role, write_behind_stream& s, Handler&& h) {
+  auto go = [role, &s, h = std::forward<Handler>(h)]() mutable {
+    boost::beast::websocket::async_teardown(role, s.next_.socket(), std::move(h));
+  };
+  if (!s.writing_ && s.pending_.empty())
+    return go();
+  s.teardown_waiter_ = [go = std::make_shared<decltype(go)>(std::move(go))] { (*go)(); };
+}
+
+void teardown(boost::beast::role_type role, write_behind_stream& s, boost::beast::error_code& ec);
+
+}  // namespace waggle::gateway
