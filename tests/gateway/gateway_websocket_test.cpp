@@ -11,6 +11,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/gateway/gateway_fixture.hpp"
 
@@ -351,3 +355,155 @@ TEST_F(GatewayTest, PongsDuringABacklogNeverSplitAFrame) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// Red team of e5b8b65 (write_behind_stream). Raw clients: a masked frame
+// builder and a socket that finished the upgrade and then reads nothing.
+namespace redteam {
+
+std::string masked(unsigned opcode, const std::string& payload) {
+  const unsigned char mask[4] = {9, 8, 7, 6};
+  std::string frame(1, static_cast<char>(0x80 | opcode));
+  frame.push_back(static_cast<char>(0x80 | payload.size()));  // < 126 bytes
+  frame.append(reinterpret_cast<const char*>(mask), 4);
+  for (std::size_t i = 0; i < payload.size(); ++i)
+    frame.push_back(static_cast<char>(payload[i] ^ mask[i % 4]));
+  return frame;
+}
+
+int open_non_reader(uint16_t port, const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int small = 4096;  // the client's receive window fills at once
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  std::string req = "GET / HTTP/1.1\r\nHost: " + host
+                    + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string head;
+  char c;
+  while (head.find("\r\n\r\n") == std::string::npos && ::recv(fd, &c, 1, 0) == 1)
+    head.push_back(c);
+  if (head.rfind("HTTP/1.1 101", 0) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::size_t rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  std::size_t kb = 0;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %zu kB", &kb) == 1)
+      break;
+  if (f)
+    std::fclose(f);
+  return kb / 1024;
+}
+
+}  // namespace redteam
+
+// Claim 2 ("memory held by the layer is bounded"). The layer completes
+// Beast's writes at once (write_behind_stream.hpp:62-85), so Beast's read op
+// (read.hpp, "Send pong") never waits for a pong to reach the socket: it
+// reads the next ping at once. A client that sends pings and reads nothing
+// makes the server append a pong per ping to pending_ for ever: not counted
+// in max_outbound_bytes or the node-wide budget, and no write-stall watch
+// runs (the session itself writes nothing). Before e5b8b65 Beast's pong
+// write waited on the socket, so TCP pushed back on the client after a few
+// MiB of kernel buffers.
+TEST_F(GatewayTest, RedTeamPingFloodFromANonReaderIsPushedBackNotBuffered) {
+  server_limits limits;
+  limits.socket_send_buffer = 16u << 10;
+  start(limits);
+  int fd = redteam::open_non_reader(port, host_header());
+  ASSERT_GE(fd, 0);
+  std::string block;
+  while (block.size() < 64 * 1024)
+    block += redteam::masked(9, std::string(125, 'p'));
+  const std::size_t rss_before = redteam::rss_mib();
+  const std::size_t limit = 256u << 20;  // far over every kernel buffer on the way
+  std::size_t sent = 0;
+  bool pushed_back = false;
+  while (sent < limit) {
+    auto n = ::send(fd, block.data(), block.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      // keep frames whole: finish the block's rest blocking-free or not at all
+      std::size_t off = static_cast<std::size_t>(n);
+      while (off < block.size()) {
+        pollfd p{fd, POLLOUT, 0};
+        if (::poll(&p, 1, 2000) <= 0) {
+          pushed_back = true;
+          break;
+        }
+        auto m = ::send(fd, block.data() + off, block.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (m > 0) {
+          off += static_cast<std::size_t>(m);
+          sent += static_cast<std::size_t>(m);
+        }
+      }
+      if (pushed_back)
+        break;
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 2000) <= 0) {
+      pushed_back = true;  // the server stopped reading: TCP flow control works
+      break;
+    }
+  }
+  std::this_thread::sleep_for(500ms);
+  const std::size_t rss_after = redteam::rss_mib();
+  std::printf("[ figures  ] a client that never reads pushed %zu MiB of pings; RSS %zu -> %zu MiB\n",
+              sent >> 20, rss_before, rss_after);
+  EXPECT_TRUE(pushed_back) << "the server took " << (sent >> 20)
+                           << " MiB of pings from a client that reads nothing and held a pong "
+                              "for each (RSS +"
+                           << (rss_after - rss_before) << " MiB)";
+  ::close(fd);
+}
+
+// Claim 3 ("no leaked session or outbound_bytes count"). When the server
+// stops with a session's write in flight (a client that does not read, a
+// shutdown bound shorter than the close grace), server::stop() destroys the
+// io_context and with it the pending operations; before e5b8b65 that freed
+// the session (Beast's write op held it), and ~ws_session sent socket_closed
+// and gave back ws_count and outbound_bytes (ws_session.cpp:104-113). Now
+// the layer's waiter_ (when_written, ws_session.cpp:388) holds a
+// shared_ptr to the session inside the session itself: a cycle no one
+// breaks. The actor never hears socket_closed, ws_count stays up, the fd
+// and the queue's bytes leak.
+TEST(RedTeamWriteBehind, AStopWithAWriteInFlightStillEndsTheSession) {
+  auto node = std::make_unique<fake_node>();
+  server_limits limits;
+  limits.socket_send_buffer = 16u << 10;
+  auto srv = std::make_unique<server>(node->api(), limits, "127.0.0.1", 0, 2);
+  const auto port = srv->start();
+  ASSERT_NE(port, 0);
+  int fd = redteam::open_non_reader(port, std::string(relay_host) + ":" + std::to_string(port));
+  ASSERT_GE(fd, 0);
+  auto frame = redteam::masked(1, "backlog");  // 3 x 2.5 MB: the write is stuck at once
+  ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+  ASSERT_TRUE(eventually([&] { return node->frames_seen() == 1; }));
+  std::this_thread::sleep_for(300ms);
+  srv->shutdown(1s);  // the close grace (5 s) has not run out: stop() finds the write in flight
+  const bool ended = eventually([&] { return node->closed.load() == 1; }, 3s);
+  const auto left = srv->websocket_count();
+  EXPECT_TRUE(ended) << "the connection actor never heard socket_closed";
+  EXPECT_EQ(left, 0u) << "the session outlived its server (ws_count, fd, queue bytes leaked)";
+  ::close(fd);
+  srv.reset();
+  if (!ended)
+    (void)node.release();  // its actor never quits: the actor system would wait for it for ever
+}
