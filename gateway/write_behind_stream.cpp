@@ -35,17 +35,9 @@ bool write_behind_stream::append_text_frame(std::string_view a, std::string_view
 }
 
 void write_behind_stream::when_written(std::function<void(beast::error_code)> done) {
-  if (failed_)
-    return net::post(get_executor(), [done = std::move(done), ec = failed_] { done(ec); });
   // Every byte appended so far, Beast's and the session's, is either in
   // flight or pending.
-  waiter_at_ = written_ + inflight_.size() + pending_.size();
-  waiter_ = std::move(done);
-  if (waiter_at_ == written_) {
-    auto d = std::move(waiter_);
-    waiter_ = nullptr;
-    return net::post(get_executor(), [d = std::move(d)] { d({}); });
-  }
+  park(written_ + inflight_.size() + pending_.size(), std::move(done));
   flush();
 }
 
@@ -68,24 +60,22 @@ void write_behind_stream::flush() {
 void write_behind_stream::on_flushed(beast::error_code ec, std::size_t n) {
   writing_ = false;
   written_ += n;
+  inflight_.clear();
   if (ec) {
     failed_ = ec;
     pending_.clear();
-    inflight_.clear();
-  } else {
-    inflight_.clear();
   }
-  if (waiter_ && (ec || written_ >= waiter_at_)) {
-    auto d = std::move(waiter_);
-    waiter_ = nullptr;
-    d(ec);
-  }
+  release_parked();
   if (!ec)
     flush();
-  if (teardown_waiter_ && (ec || (!writing_ && pending_.empty()))) {
-    auto t = std::move(teardown_waiter_);
-    teardown_waiter_ = nullptr;
-    t();
+}
+
+void write_behind_stream::release_parked() {
+  while (!parked_.empty() && (failed_ || parked_.front().at <= written_)) {
+    auto p = std::move(parked_.front());
+    parked_.pop_front();
+    *p.result = failed_;
+    p.timer->cancel();  // its wait completes (posted) with the result set above
   }
 }
 

@@ -12,15 +12,25 @@
 //
 // This layer sits between the websocket stream and the TCP stream and is the
 // only writer of the socket. Beast's writes are appended whole to the
-// outgoing bytes and complete at once; the session appends framed messages
-// the same way (`append_frame`), and exactly one socket write is in flight at
-// a time, carrying everything appended since the last one began. Bytes leave
-// in the order they were appended, so every frame stays whole. What it holds
-// is bounded by its writers: Beast writes only control frames (at most one of
-// each in flight) and the session appends a batch only after the previous
-// one was written (`when_written`).
+// outgoing bytes; the session appends framed messages the same way
+// (`append_text_frame`), and exactly one socket write is in flight at a time,
+// carrying everything appended since the last one began. Bytes leave in the
+// order they were appended, so every frame stays whole.
+//
+// Every writer waits for the kernel: a Beast write completes only when its
+// bytes have been taken (Beast holds its write lock until then, so its read
+// loop answers the next ping only after the last pong left, and a client
+// that pings without reading meets TCP's push-back, not a growing buffer),
+// and the session appends its next batch only after the last one was
+// written (`when_written`). So the layer holds at most one batch of the
+// session's and one control frame of Beast's.
+//
+// Waiting handlers are parked in timer waits, not in the layer: the io
+// context owns them, so a stopped server (io_context reset) destroys them,
+// and a handler holding the session never keeps it alive from inside it.
 
 #include <cstddef>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +39,7 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/error.hpp>
@@ -57,29 +68,36 @@ class write_behind_stream {
     return next_.async_read_some(buffers, std::forward<ReadHandler>(handler));
   }
 
-  // Beast's writes: appended whole, complete at once (posted, never inline).
+  // Beast's writes: appended whole; complete once the kernel has taken them
+  // (or with the write's error).
   template <class ConstBufferSequence, class WriteHandler>
   auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
     return boost::asio::async_initiate<WriteHandler, void(boost::beast::error_code, std::size_t)>(
       [this](auto h, const ConstBufferSequence& b) {
-        std::size_t n = 0;
-        auto ec = failed_;
-        if (!ec && !sealed_) {
-          for (auto it = boost::asio::buffer_sequence_begin(b);
-               it != boost::asio::buffer_sequence_end(b); ++it) {
-            boost::asio::const_buffer piece = *it;
-            if (n == 0 && piece.size() > 0 && is_close_frame(piece))
-              sealed_ = true;  // nothing of the session's may follow Beast's close
-            pending_.append(static_cast<const char*>(piece.data()), piece.size());
-            n += piece.size();
-          }
-          flush();
-        } else if (!ec) {
+        const std::size_t n = boost::asio::buffer_size(b);
+        if (failed_ || sealed_) {
           // After the close frame the socket takes nothing more: dropped,
           // reported written (the peer is closing anyway).
-          n = boost::asio::buffer_size(b);
+          auto ec = failed_;
+          return boost::asio::post(get_executor(),
+                                   boost::beast::bind_front_handler(std::move(h), ec, failed_ ? 0 : n));
         }
-        boost::asio::post(get_executor(), boost::beast::bind_front_handler(std::move(h), ec, n));
+        bool first = true;
+        for (auto it = boost::asio::buffer_sequence_begin(b);
+             it != boost::asio::buffer_sequence_end(b); ++it) {
+          boost::asio::const_buffer piece = *it;
+          if (first && piece.size() > 0) {
+            first = false;
+            if (is_close_frame(piece))
+              sealed_ = true;  // nothing of the session's may follow Beast's close
+          }
+          pending_.append(static_cast<const char*>(piece.data()), piece.size());
+        }
+        park(written_ + inflight_.size() + pending_.size(),
+             [h = std::move(h), n](boost::beast::error_code ec) mutable {
+               std::move(h)(ec, ec ? 0 : n);
+             });
+        flush();
       },
       handler, buffers);
   }
@@ -89,7 +107,7 @@ class write_behind_stream {
   bool append_text_frame(std::string_view a, std::string_view b, std::string_view c);
   // Runs `done` (on the strand) once every byte appended so far has reached the
   // socket, or with the error that stopped it (after which every write fails
-  // at once with it). One waiter at a time.
+  // at once with it).
   void when_written(std::function<void(boost::beast::error_code)> done);
   // Bytes appended and not yet handed to the kernel.
   std::size_t pending_bytes() const { return pending_.size() + inflight_.size(); }
@@ -103,6 +121,19 @@ class write_behind_stream {
   }
   void flush();
   void on_flushed(boost::beast::error_code ec, std::size_t n);
+  // Parks `done` until written_ reaches `at` (or a write fails): a timer
+  // wait the io context owns, cancelled to release it. `done` gets no error
+  // once its bytes were taken, the write's error if one failed, and
+  // operation_aborted if the layer went away first.
+  template <class Done>
+  void park(std::uint64_t at, Done&& done);
+  void release_parked();
+
+  struct parked {
+    std::uint64_t at = 0;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+    std::shared_ptr<boost::beast::error_code> result;
+  };
 
   boost::beast::tcp_stream next_;
   std::weak_ptr<void> owner_;
@@ -113,9 +144,7 @@ class write_behind_stream {
   boost::beast::error_code failed_;
   std::uint64_t written_ = 0;  // bytes the kernel took since the start
   std::uint64_t writes_ = 0;
-  std::uint64_t waiter_at_ = 0;
-  std::function<void(boost::beast::error_code)> waiter_;
-  std::function<void()> teardown_waiter_;
+  std::deque<parked> parked_;  // in the order of `at`
 
   template <class Handler>
   friend void async_teardown(boost::beast::role_type role, write_behind_stream& s, Handler&& h);
@@ -127,12 +156,30 @@ class write_behind_stream {
 // it) goes out first, then the TCP teardown of the layer below.
 template <class Handler>
 void async_teardown(boost::beast::role_type role, write_behind_stream& s, Handler&& h) {
-  auto go = [role, &s, h = std::forward<Handler>(h)]() mutable {
-    boost::beast::websocket::async_teardown(role, s.next_.socket(), std::move(h));
-  };
-  if (!s.writing_ && s.pending_.empty())
-    return go();
-  s.teardown_waiter_ = [go = std::make_shared<decltype(go)>(std::move(go))] { (*go)(); };
+  auto* socket = &s.next_.socket();
+  s.park(s.written_ + s.inflight_.size() + s.pending_.size(),
+         [role, socket, h = std::forward<Handler>(h)](boost::beast::error_code ec) mutable {
+           if (ec)
+             return std::move(h)(ec);
+           boost::beast::websocket::async_teardown(role, *socket, std::move(h));
+         });
+}
+
+template <class Done>
+void write_behind_stream::park(std::uint64_t at, Done&& done) {
+  auto result = std::make_shared<boost::beast::error_code>(boost::asio::error::operation_aborted);
+  if (failed_ || at <= written_) {
+    *result = failed_;
+    return boost::asio::post(get_executor(), [d = std::forward<Done>(done), result]() mutable {
+      std::move(d)(*result);
+    });
+  }
+  auto timer = std::make_unique<boost::asio::steady_timer>(get_executor());
+  timer->expires_at(boost::asio::steady_timer::time_point::max());
+  timer->async_wait([d = std::forward<Done>(done), result](boost::beast::error_code) mutable {
+    std::move(d)(*result);
+  });
+  parked_.push_back({at, std::move(timer), std::move(result)});
 }
 
 void teardown(boost::beast::role_type role, write_behind_stream& s, boost::beast::error_code& ec);

@@ -357,7 +357,7 @@ TEST_F(GatewayTest, PongsDuringABacklogNeverSplitAFrame) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Red team of e5b8b65 (write_behind_stream). Raw clients: a masked frame
+// From the red team of the write-behind layer. Raw clients: a masked frame
 // builder and a socket that finished the upgrade and then reads nothing.
 namespace redteam {
 
@@ -422,7 +422,7 @@ std::size_t rss_mib() {
 // runs (the session itself writes nothing). Before e5b8b65 Beast's pong
 // write waited on the socket, so TCP pushed back on the client after a few
 // MiB of kernel buffers.
-TEST_F(GatewayTest, RedTeamPingFloodFromANonReaderIsPushedBackNotBuffered) {
+TEST_F(GatewayTest, APingFloodFromANonReaderIsPushedBackNotBuffered) {
   server_limits limits;
   limits.socket_send_buffer = 16u << 10;
   start(limits);
@@ -484,7 +484,7 @@ TEST_F(GatewayTest, RedTeamPingFloodFromANonReaderIsPushedBackNotBuffered) {
 // shared_ptr to the session inside the session itself: a cycle no one
 // breaks. The actor never hears socket_closed, ws_count stays up, the fd
 // and the queue's bytes leak.
-TEST(RedTeamWriteBehind, AStopWithAWriteInFlightStillEndsTheSession) {
+TEST(WriteBehind, AStopWithAWriteInFlightStillEndsTheSession) {
   auto node = std::make_unique<fake_node>();
   server_limits limits;
   limits.socket_send_buffer = 16u << 10;
