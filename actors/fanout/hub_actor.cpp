@@ -141,9 +141,6 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
       collect(key_of(community_id, 't', t[0], t[1]));
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  std::vector<match> out;
-  auto& slot = scratch_slot_;
-  slot.clear();
   auto channel = proto::nip29::channel_of(ev);
   const bool channel_scoped = !channel || channel->has_value();
   auto matches = [&](const std::vector<proto::filter>& filters) {
@@ -152,16 +149,24 @@ subscription_index::find(int64_t community_id, const proto::event& ev) const {
         return true;
     return false;
   };
+  // Matches grouped by connection through a sort, not a map: at a thousand
+  // subscribers an event's look-up allocated a map node per connection.
+  auto& hits = scratch_hits_;
+  hits.clear();
   for (auto handle : candidates) {
     auto& e = subs_.at(handle);
-    if (e.community_id != community_id || !matches(e.filters))
-      continue;
-    auto addr = e.conn.address();
-    auto [i, fresh] = slot.emplace(addr, out.size());
-    if (fresh)
+    if (e.community_id == community_id && matches(e.filters))
+      hits.emplace_back(e.conn.id(), handle);
+  }
+  std::sort(hits.begin(), hits.end());
+  std::vector<match> out;
+  out.reserve(hits.size());  // one a connection, nearly always
+  for (size_t k = 0; k < hits.size(); ++k) {
+    auto& e = subs_.at(hits[k].second);
+    if (k == 0 || hits[k].first != hits[k - 1].first)
       out.push_back({e.conn, {}, {}});
-    out[i->second].sub_ids.push_back(e.sub_id);
-    out[i->second].generations.push_back(e.generation);
+    out.back().sub_ids.push_back(e.sub_id);
+    out.back().generations.push_back(e.generation);
   }
   return out;
 }

@@ -68,7 +68,7 @@ class subscription_index {
   // find()'s working memory, reused across calls (so find() is const but,
   // like the whole index, for one thread: the hub's).
   mutable std::vector<uint64_t> scratch_candidates_;
-  mutable std::unordered_map<caf::actor_addr, size_t> scratch_slot_;
+  mutable std::vector<std::pair<caf::actor_id, uint64_t>> scratch_hits_;  // (connection, handle)
 };
 
 struct hub_state;
