@@ -37,7 +37,12 @@ bool write_behind_stream::append_text_frame(std::string_view a, std::string_view
 void write_behind_stream::when_written(std::function<void(beast::error_code)> done) {
   // Every byte appended so far, Beast's and the session's, is either in
   // flight or pending.
-  park(written_ + inflight_.size() + pending_.size(), std::move(done));
+  waiter_at_ = written_ + inflight_.size() + pending_.size();
+  if (failed_ || waiter_at_ == written_) {
+    auto ec = failed_;
+    return net::post(get_executor(), [done = std::move(done), ec] { done(ec); });
+  }
+  waiter_ = std::move(done);
   flush();
 }
 
@@ -66,6 +71,11 @@ void write_behind_stream::on_flushed(beast::error_code ec, std::size_t n) {
     pending_.clear();
   }
   release_parked();
+  if (waiter_ && (failed_ || written_ >= waiter_at_)) {
+    auto done = std::move(waiter_);
+    waiter_ = nullptr;
+    done(failed_);
+  }
   if (!ec)
     flush();
 }

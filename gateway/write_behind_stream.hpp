@@ -25,9 +25,12 @@
 // written (`when_written`). So the layer holds at most one batch of the
 // session's and one control frame of Beast's.
 //
-// Waiting handlers are parked in timer waits, not in the layer: the io
-// context owns them, so a stopped server (io_context reset) destroys them,
-// and a handler holding the session never keeps it alive from inside it.
+// Beast's waiting handlers (rare: the upgrade answer, pongs, pings, the
+// close) are parked in timer waits, not in the layer: the io context owns
+// them, so a stopped server (io_context reset) destroys them, and a handler
+// holding the session never keeps it alive from inside it. The session's
+// own waiter, one per batch, is a plain callback that holds the session
+// weakly (a timer per batch cost more than the write it waited for).
 
 #include <cstddef>
 #include <deque>
@@ -107,7 +110,8 @@ class write_behind_stream {
   bool append_text_frame(std::string_view a, std::string_view b, std::string_view c);
   // Runs `done` (on the strand) once every byte appended so far has reached the
   // socket, or with the error that stopped it (after which every write fails
-  // at once with it).
+  // at once with it). One waiter at a time; it must not hold the layer's
+  // owner (it is kept inside it): the write in flight does.
   void when_written(std::function<void(boost::beast::error_code)> done);
   // Bytes appended and not yet handed to the kernel.
   std::size_t pending_bytes() const { return pending_.size() + inflight_.size(); }
@@ -145,6 +149,8 @@ class write_behind_stream {
   std::uint64_t written_ = 0;  // bytes the kernel took since the start
   std::uint64_t writes_ = 0;
   std::deque<parked> parked_;  // in the order of `at`
+  std::uint64_t waiter_at_ = 0;
+  std::function<void(boost::beast::error_code)> waiter_;
 
   template <class Handler>
   friend void async_teardown(boost::beast::role_type role, write_behind_stream& s, Handler&& h);

@@ -385,7 +385,12 @@ void ws_session::do_write() {
     bytes += f.size();
     ++writing_frames_;
   }
-  out.when_written(beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+  // Weakly: the layer keeps this callback, and the write in flight holds
+  // the session until it completes.
+  out.when_written([weak = weak_from_this()](beast::error_code ec) {
+    if (auto self = weak.lock())
+      self->on_write(ec);
+  });
 }
 
 void ws_session::on_write(beast::error_code ec) {
