@@ -50,12 +50,16 @@ void write_behind_stream::flush() {
   if (writing_ || pending_.empty() || failed_)
     return;
   auto owner = owner_.lock();
-  if (!owner)
-    return;  // the session is going: nothing is waiting for these bytes
+  if (!owner) {
+    // The session is gone: nobody reads these bytes. Failing them releases
+    // Beast's parked handlers, which hold the stream (and this layer) alive.
+    failed_ = net::error::operation_aborted;
+    pending_.clear();
+    return release_parked();
+  }
   inflight_.clear();
   inflight_.swap(pending_);
   writing_ = true;
-  ++writes_;
   net::async_write(next_.socket(), net::buffer(inflight_),
                    [this, owner = std::move(owner)](beast::error_code ec, std::size_t n) {
                      on_flushed(ec, n);

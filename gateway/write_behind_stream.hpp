@@ -113,10 +113,6 @@ class write_behind_stream {
   // at once with it). One waiter at a time; it must not hold the layer's
   // owner (it is kept inside it): the write in flight does.
   void when_written(std::function<void(boost::beast::error_code)> done);
-  // Bytes appended and not yet handed to the kernel.
-  std::size_t pending_bytes() const { return pending_.size() + inflight_.size(); }
-  // Socket writes made (each carries one or more frames).
-  std::uint64_t writes() const { return writes_; }
   bool sealed() const { return sealed_; }
 
  private:
@@ -147,7 +143,6 @@ class write_behind_stream {
   bool sealed_ = false;
   boost::beast::error_code failed_;
   std::uint64_t written_ = 0;  // bytes the kernel took since the start
-  std::uint64_t writes_ = 0;
   std::deque<parked> parked_;  // in the order of `at`
   std::uint64_t waiter_at_ = 0;
   std::function<void(boost::beast::error_code)> waiter_;
