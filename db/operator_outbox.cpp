@@ -1,9 +1,11 @@
 #include "db/operator_outbox.hpp"
 
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string_view>
 
+#include <pqxx/nontransaction>
 #include <pqxx/prepared_statement>
 #include <pqxx/result>
 
@@ -310,9 +312,14 @@ size_t reap_listener_registrations(pqxx::connection& conn, std::chrono::seconds 
   return static_cast<size_t>(r.affected_rows());
 }
 
-std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx, const std::vector<listener_room>& rooms,
-                                               size_t n, const claim_settings& settings) {
-  std::vector<claimed_delivery> out;
+namespace {
+
+// The claim's arguments; nullopt when there is nothing to claim for.
+struct claim_args {
+  std::string keys, rooms;
+  int64_t n;
+};
+std::optional<claim_args> make_claim_args(const std::vector<listener_room>& rooms, size_t n) {
   array_literal keys, room;
   std::set<std::string_view> seen;
   for (const auto& r : rooms)
@@ -321,10 +328,12 @@ std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx, const std::vector
       room.integer(r.room);
     }
   if (seen.empty() || n == 0)
-    return out;
-  prepare(tx.conn());
-  auto r = tx.exec_prepared(stmt_claim, keys.str(), static_cast<int64_t>(n), settings.max_attempts,
-                            seconds_of(settings.retention), seconds_of(settings.lease), room.str());
+    return std::nullopt;
+  return claim_args{keys.str(), room.str(), static_cast<int64_t>(n)};
+}
+
+std::vector<claimed_delivery> claimed_rows(const pqxx::result& r) {
+  std::vector<claimed_delivery> out;
   out.reserve(r.size());
   for (const auto& row : r) {
     claimed_delivery d;
@@ -343,19 +352,42 @@ std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx, const std::vector
   return out;
 }
 
+}  // namespace
+
+std::vector<claimed_delivery> claim_deliveries(pqxx::work& tx, const std::vector<listener_room>& rooms,
+                                               size_t n, const claim_settings& settings) {
+  auto args = make_claim_args(rooms, n);
+  if (!args)
+    return {};
+  prepare(tx.conn());
+  return claimed_rows(tx.exec_prepared(stmt_claim, args->keys, args->n, settings.max_attempts,
+                                       seconds_of(settings.retention), seconds_of(settings.lease),
+                                       args->rooms));
+}
+
 std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
                                                const std::vector<listener_room>& rooms, size_t n,
                                                const claim_settings& settings) {
-  pqxx::work tx(conn);
-  // A claim need not wait for its WAL flush (a third of a lone mention's
-  // latency): lost in a crash, its rows are as they were before it, pending
-  // or under an older lease, and are claimed and sent again under the same
-  // delivery id, which is at least once as before. Completions stay
-  // synchronous: a lost one would send a delivered row again.
-  tx.exec("SET LOCAL synchronous_commit = off");
-  auto out = claim_deliveries(tx, rooms, n, settings);
-  tx.commit();
-  return out;
+  auto args = make_claim_args(rooms, n);
+  if (!args)
+    return {};
+  prepare(conn);
+  conn.prepare_now(stmt_claim);  // named below by SQL's EXECUTE, which cannot prepare it
+  // One round trip where a transaction object takes four (BEGIN, SET LOCAL,
+  // the claim, COMMIT), on the path of every wake: a query string of several
+  // statements runs as one implicit transaction, in which SET LOCAL holds to
+  // its end, and the result is the last statement's. The claim need not
+  // wait for its WAL flush: lost in a crash, its rows are as they were
+  // before it, pending or under an older lease, and are claimed and sent
+  // again under the same delivery id, which is at least once as before.
+  // Completions stay synchronous: a lost one would send a delivered row
+  // again.
+  pqxx::nontransaction tx(conn);
+  auto q = [&](const auto& v) { return tx.quote(v); };
+  return claimed_rows(tx.exec("SET LOCAL synchronous_commit = off; EXECUTE " + std::string(stmt_claim) + "(" +
+                              q(args->keys) + ", " + q(args->n) + ", " + q(settings.max_attempts) + ", " +
+                              q(seconds_of(settings.retention)) + ", " + q(seconds_of(settings.lease)) +
+                              ", " + q(args->rooms) + ")"));
 }
 
 namespace {
