@@ -1,11 +1,16 @@
 #include "gateway/http_client.hpp"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <boost/asio/connect.hpp>
@@ -60,9 +65,48 @@ bool header_ok(const std::string& name, const std::string& value) {
 
 struct core;
 
-// One POST on its own connection. Every handler holds it by shared_ptr and
-// returns at once when `finished`: the first of answer, error, deadline or
-// stop wins and calls `done`.
+// An open connection to one origin: a plain socket or a TLS stream over one.
+struct connection {
+  std::optional<tcp::socket> plain;
+  std::optional<ssl::stream<tcp::socket>> tls;
+  std::chrono::steady_clock::time_point idle_since;
+
+  tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
+  void close() {
+    beast::error_code ignored;
+    socket().close(ignored);
+  }
+  // Taken from the pool: still worth a request? Only if nothing at all
+  // waits to be read. A peer that closed its end while the connection idled
+  // (a server's keep-alive timeout) has left an end of stream, a TLS peer
+  // its close_notify; any other byte is out of step, since nothing was asked.
+  bool still_open() {
+    char byte;
+    auto n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  // Bytes already taken off the socket and held by TLS (a record read
+  // together with the answer's last one): the peek cannot see them. Asio's
+  // engine keeps input outside the BIO only when the BIO is full.
+  bool tls_holds_input() {
+    if (!tls)
+      return false;
+    auto* ssl = tls->native_handle();
+    return SSL_has_pending(ssl) != 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+  }
+};
+
+struct origin {
+  bool tls = false;
+  std::string host;
+  uint16_t port = 0;
+  auto operator<=>(const origin&) const = default;
+};
+
+// One POST, on a kept connection to its origin when one is idle, else on a
+// new one. Every handler holds it by shared_ptr and returns at once when
+// `finished`: the first of answer, error, deadline or stop wins and calls
+// `done`.
 struct exchange : std::enable_shared_from_this<exchange> {
   exchange(core& c, net::io_context& ioc, http_post p, std::function<void(http_result)> d)
     : owner(c), post(std::move(p)), done(std::move(d)), resolver(ioc), deadline(ioc) {}
@@ -73,31 +117,46 @@ struct exchange : std::enable_shared_from_this<exchange> {
   http_url url;
   tcp::resolver resolver;
   net::steady_timer deadline;
-  std::optional<tcp::socket> plain;
-  std::optional<ssl::stream<tcp::socket>> tls;
+  std::unique_ptr<connection> conn;
+  bool reused = false;  // conn came from the pool
+  ssl::context* tls_context = nullptr;
   http::request<http::string_body> req;
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::string_body>> parser;
   int interim = 0;
+  bool heard = false;  // some answer arrived, an interim one included: no retry after that
   bool finished = false;
 
-  tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
+  origin where() const { return {url.tls, url.host, url.port}; }
   template <class F>
   void with_stream(F&& f) {
-    if (tls)
-      f(*tls);
+    if (conn->tls)
+      f(*conn->tls);
     else
-      f(*plain);
+      f(*conn->plain);
   }
 
   void start(ssl::context& ctx);
-  void finish(http_result r);
+  void connect_fresh();
+  void finish(http_result r, bool reusable = false);
   void fail(std::string error) { finish({0, std::move(error), {}}); }
+  // A kept connection that fails before any byte of an answer was most
+  // likely closed by its peer as the request went out: once, the request
+  // goes again on a new connection.
+  void fail_or_retry(std::string error);
   void on_connected();
   void write();
   void read_header();
   void on_header(bool body_too_long);
 };
+
+// Kept connections per origin: enough for every slot of a delivery queue
+// to post to one listener at once; more are closed when they come back.
+constexpr std::size_t idle_per_origin = 32;
+// An idle connection older than this is closed (checked by a sweep while
+// any are kept): below the keep-alive timeouts of common servers would be
+// better, but still_open() catches the ones a server closed first.
+constexpr auto idle_max = std::chrono::seconds(30);
 
 // The io thread's state; touched only on that thread, except the queue
 // itself (net::post is thread-safe).
@@ -106,6 +165,9 @@ struct core {
   ssl::context ctx{ssl::context::tls_client};
   net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
   std::set<std::shared_ptr<exchange>> in_flight;
+  std::map<origin, std::vector<std::unique_ptr<connection>>> idle;
+  net::steady_timer sweeper{ioc};
+  bool sweeping = false;
   bool stopping = false;
 
   void stop() {
@@ -114,7 +176,70 @@ struct core {
     auto all = in_flight;
     for (auto& x : all)
       x->fail("stopped");
+    for (auto& [o, conns] : idle)
+      for (auto& c : conns)
+        c->close();
+    idle.clear();
+    sweeper.cancel();
     work.reset();
+  }
+
+  // The newest idle connection to `o` that is still open (the others, stale
+  // or closed, are closed and dropped on the way).
+  std::unique_ptr<connection> take(const origin& o) {
+    auto it = idle.find(o);
+    if (it == idle.end())
+      return nullptr;
+    auto& conns = it->second;
+    std::unique_ptr<connection> found;
+    while (!conns.empty() && !found) {
+      auto c = std::move(conns.back());
+      conns.pop_back();
+      if (std::chrono::steady_clock::now() - c->idle_since < idle_max && c->still_open())
+        found = std::move(c);
+      else
+        c->close();
+    }
+    if (conns.empty())
+      idle.erase(it);
+    return found;
+  }
+
+  void give_back(const origin& o, std::unique_ptr<connection> c) {
+    auto& conns = idle[o];
+    if (stopping || conns.size() >= idle_per_origin) {
+      c->close();
+      if (conns.empty())
+        idle.erase(o);
+      return;
+    }
+    c->idle_since = std::chrono::steady_clock::now();
+    conns.push_back(std::move(c));
+    arm_sweep();
+  }
+
+  void arm_sweep() {
+    if (sweeping)
+      return;
+    sweeping = true;
+    sweeper.expires_after(idle_max / 2);
+    sweeper.async_wait([this](beast::error_code ec) {
+      sweeping = false;
+      if (ec || stopping)
+        return;
+      auto now = std::chrono::steady_clock::now();
+      for (auto it = idle.begin(); it != idle.end();) {
+        std::erase_if(it->second, [&](std::unique_ptr<connection>& c) {
+          if (now - c->idle_since < idle_max)
+            return false;
+          c->close();
+          return true;
+        });
+        it = it->second.empty() ? idle.erase(it) : std::next(it);
+      }
+      if (!idle.empty())
+        arm_sweep();
+    });
   }
 };
 
@@ -131,7 +256,6 @@ void exchange::start(ssl::context& ctx) {
   req.set(http::field::host, default_port ? host : host + ":" + std::to_string(url.port));
   req.set(http::field::user_agent, "waggle");
   req.set(http::field::content_type, post.content_type);
-  req.set(http::field::connection, "close");
   for (auto& [name, value] : post.headers) {
     if (!header_ok(name, value))
       return fail("bad header");
@@ -143,45 +267,70 @@ void exchange::start(ssl::context& ctx) {
   req.body() = std::move(post.body);
   req.prepare_payload();
 
-  if (url.tls) {
-    tls.emplace(resolver.get_executor(), ctx);
-    beast::error_code ec;
-    // SNI carries names only (RFC 6066), never an address literal.
-    net::ip::make_address(url.host, ec);
-    if (ec && !SSL_set_tlsext_host_name(tls->native_handle(), url.host.c_str()))
-      return fail("tls: cannot set server name");
-    tls->set_verify_mode(ssl::verify_peer);
-    tls->set_verify_callback(ssl::host_name_verification(url.host));
-  } else {
-    plain.emplace(resolver.get_executor());
-  }
-
   deadline.expires_after(post.timeout);
   deadline.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec)
       self->fail("timeout");
   });
+  tls_context = &ctx;
+  conn = owner.take(where());
+  if (conn) {
+    reused = true;
+    return write();
+  }
+  connect_fresh();
+}
+
+void exchange::connect_fresh() {
+  reused = false;
+  conn = std::make_unique<connection>();
+  if (url.tls) {
+    conn->tls.emplace(resolver.get_executor(), *tls_context);
+    beast::error_code ec;
+    // SNI carries names only (RFC 6066), never an address literal.
+    net::ip::make_address(url.host, ec);
+    if (ec && !SSL_set_tlsext_host_name(conn->tls->native_handle(), url.host.c_str()))
+      return fail("tls: cannot set server name");
+    conn->tls->set_verify_mode(ssl::verify_peer);
+    conn->tls->set_verify_callback(ssl::host_name_verification(url.host));
+  } else {
+    conn->plain.emplace(resolver.get_executor());
+  }
+  auto on_connect = [self = shared_from_this()](beast::error_code ec) {
+    if (self->finished)
+      return;
+    if (ec)
+      return self->fail("connect: " + ec.message());
+    self->on_connected();
+  };
+  // An address needs no lookup, and a lookup is a hop to the resolver's own
+  // thread and back (listeners are mostly addresses on a private network).
+  beast::error_code literal;
+  auto address = net::ip::make_address(url.host, literal);
+  if (!literal) {
+    conn->socket().async_connect(tcp::endpoint{address, url.port}, on_connect);
+    return;
+  }
   resolver.async_resolve(url.host, std::to_string(url.port),
-                         [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type r) {
+                         [self = shared_from_this(), on_connect](beast::error_code ec,
+                                                                 tcp::resolver::results_type r) {
                            if (self->finished)
                              return;
                            if (ec)
                              return self->fail("resolve: " + ec.message());
-                           net::async_connect(self->socket(), r,
-                                              [self](beast::error_code ec, const tcp::endpoint&) {
-                                                if (self->finished)
-                                                  return;
-                                                if (ec)
-                                                  return self->fail("connect: " + ec.message());
-                                                self->on_connected();
+                           net::async_connect(self->conn->socket(), r,
+                                              [on_connect](beast::error_code ec, const tcp::endpoint&) {
+                                                on_connect(ec);
                                               });
                          });
 }
 
 void exchange::on_connected() {
-  if (!tls)
+  beast::error_code ignored;
+  conn->socket().set_option(tcp::no_delay(true), ignored);
+  if (!conn->tls)
     return write();
-  tls->async_handshake(ssl::stream_base::client, [self = shared_from_this()](beast::error_code ec) {
+  conn->tls->async_handshake(ssl::stream_base::client, [self = shared_from_this()](beast::error_code ec) {
     if (self->finished)
       return;
     if (ec)
@@ -196,7 +345,7 @@ void exchange::write() {
       if (self->finished)
         return;
       if (ec)
-        return self->fail("write: " + ec.message());
+        return self->fail_or_retry("write: " + ec.message());
       self->read_header();
     });
   });
@@ -215,13 +364,15 @@ void exchange::read_header() {
       // fields are parsed): the status is what we came for.
       bool too_long = ec == http::error::body_limit;
       if (ec && !too_long)
-        return self->fail("read: " + ec.message());
+        return self->parser->got_some() || self->heard ? self->fail("read: " + ec.message())
+                                        : self->fail_or_retry("read: " + ec.message());
       self->on_header(too_long);
     });
   });
 }
 
 void exchange::on_header(bool body_too_long) {
+  heard = true;
   auto& res = parser->get();
   unsigned status = res.result_int();
   if (!body_too_long && status >= 100 && status < 200 && status != 101 && ++interim <= max_interim)
@@ -229,28 +380,47 @@ void exchange::on_header(bool body_too_long) {
   http_result r{static_cast<uint16_t>(status), {}, {}};
   if (status >= 300 && status < 400)
     r.location = std::string(res[http::field::location]);
-  if (body_too_long || parser->is_done())
+  if (body_too_long)
     return finish(std::move(r));
+  if (parser->is_done())
+    return finish(std::move(r), true);
   // The rest of the body is read (up to the cap) so the listener sees its
   // answer taken; whatever goes wrong there, the status stands.
   with_stream([&](auto& s) {
     http::async_read(s, buffer, *parser,
-                     [self = shared_from_this(), r = std::move(r)](beast::error_code, std::size_t) mutable {
+                     [self = shared_from_this(), r = std::move(r)](beast::error_code ec, std::size_t) mutable {
                        if (!self->finished)
-                         self->finish(std::move(r));
+                         self->finish(std::move(r), !ec);
                      });
   });
 }
 
-void exchange::finish(http_result r) {
+void exchange::fail_or_retry(std::string error) {
+  if (!reused || finished)
+    return fail(std::move(error));
+  conn->close();
+  buffer.clear();
+  parser.reset();
+  interim = 0;
+  connect_fresh();
+}
+
+void exchange::finish(http_result r, bool reusable) {
   if (finished)
     return;
   finished = true;
-  beast::error_code ignored;
   deadline.cancel();
   resolver.cancel();
-  if (plain || tls)
-    socket().close(ignored);
+  // Kept only when a final answer ended where its framing says and the peer
+  // keeps the connection: nothing of this exchange, nor anything after it,
+  // may be left to read (an answer that would be taken for the next
+  // request's). A 1xx past max_interim is no final answer: the real one is
+  // still to come.
+  if (conn && reusable && parser && parser->is_done() && parser->keep_alive() &&
+      parser->get().result_int() >= 200 && buffer.size() == 0 && !conn->tls_holds_input())
+    owner.give_back(where(), std::move(conn));
+  else if (conn)
+    conn->close();
   auto self = shared_from_this();
   owner.in_flight.erase(self);
   auto d = std::move(done);

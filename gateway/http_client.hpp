@@ -1,12 +1,18 @@
 #pragma once
 
-// Outbound HTTP for the delivery slots (docs/delivery.md): one POST at a
-// time per call, plain http:// or https:// (certificates verified against
-// the system's store, SNI set), a deadline over the whole exchange (resolve,
+// Outbound HTTP for the delivery slots (docs/delivery.md): one POST per
+// call, plain http:// or https:// (certificates verified against the
+// system's store, SNI set), a deadline over the whole exchange (resolve,
 // connect, TLS, write, read), redirects never followed (a 3xx is returned as
-// it came), and a capped response body (the status is what matters). The
-// client runs its own io thread; `done` is called exactly once, from that
-// thread, so callers hand the result to an actor with a message.
+// it came), and a capped response body (the status is what matters).
+// Connections are kept alive per origin (scheme, host, port) and reused by
+// the next POST there: a wake then costs one write and one read, not a
+// connect (and a TLS handshake). A kept connection that fails before any
+// byte of the answer (its peer closed it as the request went out) is
+// replaced once by a new one, so the request may reach a listener twice:
+// deliveries are at least once, under one delivery id. The client runs its
+// own io thread; `done` is called exactly once, from that thread, so
+// callers hand the result to an actor with a message.
 
 #include <chrono>
 #include <cstdint>

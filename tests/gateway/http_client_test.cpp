@@ -11,9 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include <openssl/pem.h>
-#include <openssl/x509v3.h>
-
 #include "tests/gateway/http_test_server.hpp"
 
 namespace {
@@ -218,52 +215,6 @@ TEST(HttpUrl, Refused) {
                    "http://[::1]x/", "http://[not-v6]/", "http://[fe80::1%25eth0]/", "http://::1/",
                    "http://ex_ample.com:80:80/", "http://exämple.com/", " http://example.com/"})
     EXPECT_FALSE(parse_http_url(bad)) << bad;
-}
-
-// A self-signed certificate for `san` ("IP:127.0.0.1", "DNS:other.example").
-struct test_cert {
-  std::string cert_pem, key_pem;
-};
-test_cert make_cert(const char* san) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509* x = X509_new();
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), -60);
-  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-  X509_set_pubkey(x, key);
-  X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("waggle test"),
-                             -1, -1, 0);
-  X509_set_issuer_name(x, name);
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, NID_subject_alt_name, san);
-  X509_add_ext(x, ext, -1);
-  X509_EXTENSION_free(ext);
-  X509_sign(x, key, EVP_sha256());
-  auto to_string = [](auto write) {
-    BIO* bio = BIO_new(BIO_s_mem());
-    write(bio);
-    char* data = nullptr;
-    long len = BIO_get_mem_data(bio, &data);
-    std::string out(data, static_cast<std::size_t>(len));
-    BIO_free(bio);
-    return out;
-  };
-  test_cert out{to_string([&](BIO* b) { PEM_write_bio_X509(b, x); }),
-                to_string([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); })};
-  X509_free(x);
-  EVP_PKEY_free(key);
-  return out;
-}
-
-ssl::context server_context(const test_cert& c) {
-  ssl::context ctx(ssl::context::tls_server);
-  ctx.use_certificate_chain(net::buffer(c.cert_pem));
-  ctx.use_private_key(net::buffer(c.key_pem), ssl::context::pem);
-  return ctx;
 }
 
 TEST(HttpClientTls, UntrustedCertificateIsRefused) {
