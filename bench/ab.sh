@@ -9,6 +9,8 @@
 #          sweep      waggle-load's fanout sweep 10,100,500,1000,2000 at 100 events/s
 #          ack        1 and 50 events in flight on one socket, by waggle-load (10 s each) and by
 #                     the Node.js client bench/node/ws_bench.mjs (10 s and 5 s)
+#          listeners  OK-to-listener latency of 30 spaced mentions to one operator listener
+#                     (waggle-load's listener-latency workload; MENTIONS overrides the 30)
 #   PERF=1 records the relay with `perf record -e cpu-clock -g` for 8 s of each fanout run.
 # The instrument is OLD_BUILD_DIR's waggle-load for both sides. Runs default to 3; the summary
 # lines go to stdout, the tool's reports to $WAGGLE_DATA_DIR/ab/ (default /tmp/waggle-ab).
@@ -17,7 +19,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
-[ $# -ge 3 ] || wg_die "usage: $0 OLD_BUILD_DIR NEW_BUILD_DIR fanout:N|sweep|ack [RUNS]"
+[ $# -ge 3 ] || wg_die "usage: $0 OLD_BUILD_DIR NEW_BUILD_DIR fanout:N|sweep|ack|listeners [RUNS]"
 old=$(cd "$1" && pwd); new=$(cd "$2" && pwd); mode=$3; runs=${4:-3}
 out=${WAGGLE_AB_DIR:-/tmp/waggle-ab}
 mkdir -p "$out"
@@ -30,16 +32,18 @@ relay_pid=
 cleanup() { if [ -n "$relay_pid" ]; then wg_relay_stop "$relay_pid"; fi; }
 trap cleanup EXIT
 
-# relay_up BUILD: a relay of BUILD on a free port over a fresh database; sets port, relay_pid.
+# relay_up BUILD [ARGS...]: a relay of BUILD on a free port over a fresh database, with ARGS;
+# sets port, relay_pid.
 relay_up() {
   local bin=$1/waggle db=ab_$$ url
+  shift
   wg_db_drop "$admin" "$db" >/dev/null
   wg_db_ensure "$admin" "$db"
   url=$(wg_pg_url "$db")
   wg_relay_prepare_db "$bin" "$url" 127.0.0.1 >/dev/null
   port=$(wg_free_port)
   "$bin" serve --port "$port" --bind 127.0.0.1 --database-url "$url" --log-level warn \
-    --max-connections-per-ip 0 --new-connections-per-second 0 >>"$out/relay.log" 2>&1 &
+    --max-connections-per-ip 0 --new-connections-per-second 0 "$@" >>"$out/relay.log" 2>&1 &
   relay_pid=$!
   wg_wait_ready "$port" 60 "$relay_pid" || wg_die "relay did not start (log: $out/relay.log)"
 }
@@ -50,7 +54,11 @@ field() { grep -F "$2" "$1" | head -1 | cut -d'|' -f3 | xargs; }
 one_run() {
   local side=$1 build=$2 i=$3 tag pg_pid
   tag=$side-$i
-  relay_up "$build"
+  if [ "$mode" = listeners ]; then
+    relay_up "$build" --operator-listeners "$("$load" listener-config --listener-ports "$listener_port")"
+  else
+    relay_up "$build"
+  fi
   pg_pid=$(head -1 "$WG_PGDATA/postmaster.pid")
   case $mode in
     fanout:*)
@@ -88,11 +96,19 @@ one_run() {
         echo "$tag node ws in-flight $k: $(cat "$out/$tag-node-$k.json")"
       done
       ;;
+    listeners)
+      "$load" run --url "ws://127.0.0.1:$port" --workload listener-latency \
+        --listener-ports "$listener_port" --mentions "${MENTIONS:-30}" --json "$out/$tag.json" \
+        --markdown "$out/$tag.md" --no-progress >"$out/$tag.out" 2>&1 || true
+      echo "$tag: OK to listener p50/p90/p99/max $(field "$out/$tag.md" 'OK to listener receipt') ms;" \
+        "delivered, missed, repeated $(field "$out/$tag.md" 'listener deliveries') of $(field "$out/$tag.md" 'events sent') sent"
+      ;;
     *) wg_die "unknown mode $mode" ;;
   esac
   relay_down
 }
 
+listener_port=$(wg_free_port)
 [ -d "$WAGGLE_ROOT/bench/node/node_modules" ] ||
   (cd "$WAGGLE_ROOT/bench/node" && npm ci --no-audit --no-fund --loglevel=error)
 echo "# $(date -u +%FT%TZ) $mode, $runs runs; old $old, new $new; load $(cut -d' ' -f1-3 /proc/loadavg)"
