@@ -16,7 +16,6 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/address_v6.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
@@ -119,7 +118,6 @@ struct exchange : std::enable_shared_from_this<exchange> {
   net::steady_timer deadline;
   std::unique_ptr<connection> conn;
   bool reused = false;  // conn came from the pool
-  ssl::context* tls_context = nullptr;
   http::request<http::string_body> req;
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::string_body>> parser;
@@ -136,7 +134,7 @@ struct exchange : std::enable_shared_from_this<exchange> {
       f(*conn->plain);
   }
 
-  void start(ssl::context& ctx);
+  void start();
   void connect_fresh();
   void finish(http_result r, bool reusable = false);
   void fail(std::string error) { finish({0, std::move(error), {}}); }
@@ -243,7 +241,7 @@ struct core {
   }
 };
 
-void exchange::start(ssl::context& ctx) {
+void exchange::start() {
   auto parsed = parse_http_url(post.url);
   if (!parsed)
     return fail("bad url: not an http(s) URL we can POST to");
@@ -272,7 +270,6 @@ void exchange::start(ssl::context& ctx) {
     if (!ec)
       self->fail("timeout");
   });
-  tls_context = &ctx;
   conn = owner.take(where());
   if (conn) {
     reused = true;
@@ -285,7 +282,7 @@ void exchange::connect_fresh() {
   reused = false;
   conn = std::make_unique<connection>();
   if (url.tls) {
-    conn->tls.emplace(resolver.get_executor(), *tls_context);
+    conn->tls.emplace(resolver.get_executor(), owner.ctx);
     beast::error_code ec;
     // SNI carries names only (RFC 6066), never an address literal.
     net::ip::make_address(url.host, ec);
@@ -536,7 +533,7 @@ class beast_http_client final : public http_client {
       if (c->stopping)
         return x->fail("stopped");
       c->in_flight.insert(x);
-      x->start(c->ctx);
+      x->start();
     });
   }
 
@@ -546,101 +543,12 @@ class beast_http_client final : public http_client {
   std::thread thread_;
 };
 
-bool host_char_ok(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
-}
-
 }  // namespace
 
 std::shared_ptr<http_client> make_http_client() { return make_http_client(http_client_options{}); }
 
 std::shared_ptr<http_client> make_http_client(http_client_options options) {
   return std::make_shared<beast_http_client>(std::move(options));
-}
-
-std::optional<http_url> parse_http_url(std::string_view url) {
-  // Nothing a parser elsewhere could read differently: no spaces, controls,
-  // non-ASCII bytes, backslashes or fragments anywhere.
-  for (char c : url) {
-    auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f || c == '\\' || c == '#')
-      return std::nullopt;
-  }
-  auto sep = url.find("://");
-  if (sep == std::string_view::npos)
-    return std::nullopt;
-  http_url out;
-  auto scheme = url.substr(0, sep);
-  if (beast::iequals(scheme, "https"))
-    out.tls = true;
-  else if (!beast::iequals(scheme, "http"))
-    return std::nullopt;
-  auto rest = url.substr(sep + 3);
-  auto end = rest.find_first_of("/?");
-  auto authority = rest.substr(0, end);
-  auto target = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  if (authority.find('@') != std::string_view::npos)
-    return std::nullopt;
-
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos)
-      return std::nullopt;
-    out.host = std::string(authority.substr(1, close - 1));
-    beast::error_code ec;
-    // A zone (%25eth0) names an interface of this machine: not a listener's.
-    if (out.host.find('%') != std::string::npos)
-      return std::nullopt;
-    net::ip::make_address_v6(out.host, ec);
-    if (ec)
-      return std::nullopt;
-    auto after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':')
-        return std::nullopt;
-      port = after.substr(1);
-      if (port.empty())
-        return std::nullopt;
-    }
-  } else {
-    auto colon = authority.find(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port = authority.substr(colon + 1);
-      if (port.empty())
-        return std::nullopt;
-    }
-    for (char c : out.host)
-      if (!host_char_ok(c))
-        return std::nullopt;
-  }
-  if (out.host.empty())
-    return std::nullopt;
-
-  if (port.empty()) {
-    out.port = out.tls ? 443 : 80;
-  } else {
-    if (port.size() > 5)
-      return std::nullopt;
-    unsigned value = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9')
-        return std::nullopt;
-      value = value * 10 + unsigned(c - '0');
-    }
-    if (value < 1 || value > 65535)
-      return std::nullopt;
-    out.port = static_cast<uint16_t>(value);
-  }
-
-  if (target.empty())
-    out.target = "/";
-  else if (target.front() == '?')
-    out.target = "/" + std::string(target);
-  else
-    out.target = std::string(target);
-  return out;
 }
 
 }  // namespace waggle::gateway
