@@ -99,10 +99,16 @@ roster_actor::behavior_type roster_actor_impl(roster_ptr self, int64_t community
                    std::move(env), idle_timeout);
   return {
     // -- changes ----------------------------------------------------------------
+    // A change comes from the group actor; when this actor takes it decides where its
+    // publication falls among the group's commands, so it is an input of the trace (a
+    // retry is its own timer). A replay feeds it at that record, anonymously, and ignores
+    // the group's message for it (docs/traces.md, "The schedule").
     [self](roster_dirty msg) {
-      trace_section section{self->state.env, msg.retry};
-      if (msg.retry)
-        trace_node_message(self->state.env, "timer", msg);
+      auto& env = self->state.env;
+      if (!msg.retry && self->current_sender() && env.trace && env.trace->feeds_input("roster_dirty"))
+        return;
+      trace_section section{env};
+      trace_node_message(env, msg.retry ? "timer" : "input", msg);
       self->state.on_dirty(msg.retry);
     },
     // -- idle stop --------------------------------------------------------------

@@ -21,6 +21,15 @@ void connection_state::trace_input(std::string_view kind, const std::string* tex
 
 void connection_state::start() {
   traced = env.trace && env.trace->wants_connection(env.actor);
+  // The open is recorded here, by the actor, in a section with the challenge it reads and
+  // sends: recorded by the gateway's thread, another actor's input (a delivery claim's reply)
+  // could land between the open and the challenge, an order a strict replay rejects.
+  trace_section section{env.trace, traced};
+  if (traced)
+    env.trace->record(env.actor, "open", trace_fields{}
+                                           .num("community", settings.community_id)
+                                           .str("host", settings.host)
+                                           .str("policy", settings.policy_name));
   challenge = env.random_challenge();
   send(proto::render_auth(challenge));
 }
@@ -120,8 +129,20 @@ void connection_state::submit(event_ptr ptr) {
   auto id = ptr->id;
   // Metrics only (not part of any decision), so a real clock is fine here.
   auto received = std::chrono::steady_clock::now();
+  // Ingest's answer is recorded where this actor takes it, in a section with the OK it sends:
+  // the COMMIT that answers also wakes the delivery supervisor (NOTIFY), whose input was now
+  // and then recorded between ingest's reply_in and this OK, an order a strict replay
+  // rejects. The replay hands the answer over at this record (docs/traces.md).
+  bool from_ingest = !proto::nip29::is_group_command(ptr->kind);
   request_store(self, {peers.ingest, peers.group}, settings.ingest_timeout, settings.community_id,
-                std::move(ptr), [this, id, received](ingest_reply& reply) {
+                std::move(ptr), [this, id, received, from_ingest](ingest_reply& reply) {
+                  trace_section section{env, from_ingest};
+                  if (from_ingest && env.trace && env.trace->node_level())
+                    env.trace->record(env.actor, "reply_in",
+                                      trace_fields{}
+                                        .str("type", "ingest_reply")
+                                        .str("from", "ingest")
+                                        .str("id", id));
                   if (env.stats)
                     env.stats->ack_latency.observe(std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - received).count());

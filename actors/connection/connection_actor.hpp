@@ -37,6 +37,8 @@ struct connection_settings {
   // without channels and an ephemeral event outside channels need no access
   // check. Cleared by the revocation that says the community closed.
   bool community_open = true;
+  // The policy's name when the connection opened, for the trace's `open` record.
+  std::string policy_name = "open";
   // The community's policy now (the directory's map, refreshed on every
   // access change); empty in tests and replays, where community_open alone
   // decides. A connection with no subscription hears no revocation, so the

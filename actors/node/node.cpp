@@ -456,13 +456,10 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   };
   auto name = "conn-" + std::to_string(++connections_opened_);
   auto env = env_.for_actor(name);
-  if (env.trace && env.trace->wants_connection(name)) {
-    env.trace->record(name, "open", trace_fields{}
-                                      .num("community", c.id)
-                                      .str("host", host)
-                                      .str("policy", std::string(name_of(c.policy))));
+  settings.policy_name = std::string(name_of(c.policy));
+  // The connection actor records its own `open`, when it starts (docs/traces.md).
+  if (env.trace && env.trace->wants_connection(name))
     sink = std::make_shared<traced_sink>(std::move(sink), env.trace, name);
-  }
   auto conn = system_->spawn(
     connection_actor_impl, settings,
     connection_peers{handles->ingest, handles->hub, handles->reader, handles->group,

@@ -136,7 +136,8 @@ replay_db_stub_actor::behavior_type replay_db_stub(replay_db_stub_actor::pointer
 
 replay_ingest_gate_actor::behavior_type replay_ingest_gate(
   replay_ingest_gate_actor::stateful_pointer<ingest_gate_state> self, ingest_actor ingest,
-  replay_player_ptr player) {
+  replay_player_ptr player, bool hold_answers) {
+  self->state.hold_answers = hold_answers;
   return {
     // Never sent to the gate in a replay (the driver feeds ingest its timer
     // and gate cache itself); passed on, as an ingest in front of ingest.
@@ -154,7 +155,22 @@ replay_ingest_gate_actor::behavior_type replay_ingest_gate(
       return promise;
     },
     // Matched by sender and id: two connections may send the same event.
-    [self, ingest, player](caf::atom_value, const std::string& from, const std::string& id) {
+    [self, ingest, player](caf::atom_value what, const std::string& from, const std::string& id) {
+      if (what == caf::atom("answer")) {
+        auto& answers = self->state.held_answers;
+        auto i = std::find_if(answers.begin(), answers.end(),
+                              [&](const auto& a) { return a.to == from && a.id == id; });
+        if (i == answers.end()) {
+          player->divergence_if_none({player->current_seq, from, "reply_in",
+                                      from + " takes ingest's answer to " + id,
+                                      "ingest has not answered it in the replay"});
+          return;
+        }
+        auto a = std::move(*i);
+        answers.erase(i);
+        std::visit([&](auto& answer) { a.promise.deliver(std::move(answer)); }, a.answer);
+        return;
+      }
       auto& held = self->state.held_requests;
       auto i = std::find_if(held.begin(), held.end(), [&](const auto& h) {
         // (Traces before the sender was recorded match by id alone.)
@@ -171,9 +187,17 @@ replay_ingest_gate_actor::behavior_type replay_ingest_gate(
       auto key = "ingest takes " + (h.req.ev ? h.req.ev->id : std::string{}) + " from " + h.from;
       if (--player->gate_held[key] == 0)
         player->gate_held.erase(key);
+      // Only connections record where they took the answer (not POST /events).
+      bool hold = self->state.hold_answers && h.from.rfind("conn-", 0) == 0;
+      auto settle = [self, hold, to = h.from, id, promise = h.promise](auto answer) mutable {
+        if (hold)
+          self->state.held_answers.push_back({to, id, std::move(answer), promise});
+        else
+          promise.deliver(std::move(answer));
+      };
       self->request(ingest, caf::infinite, std::move(h.req))
-        .then([promise = h.promise](ingest_reply& reply) mutable { promise.deliver(reply); },
-              [promise = h.promise](caf::error& err) mutable { promise.deliver(err); });
+        .then([settle](ingest_reply& reply) mutable { settle(std::move(reply)); },
+              [settle](caf::error& err) mutable { settle(std::move(err)); });
     },
   };
 }

@@ -13,7 +13,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <caf/event_based_actor.hpp>
@@ -93,6 +95,10 @@ class replay_player : public trace_port {
                          const std::function<steady_time()>& source) override;
   bool node_level() const override { return false; }
   bool wants_connection(const std::string&) const override { return false; }
+  bool feeds_input(std::string_view type) const override {
+    return fed_inputs.count(std::string{type}) > 0;
+  }
+  std::set<std::string> fed_inputs;  // set from the trace before the replay starts
   void record(const std::string&, std::string_view, const trace_fields&) override {}
   void spawned(const std::string& actor, const caf::actor& handle) override;
   std::string name_of(const caf::actor_addr& who) const override;
@@ -205,13 +211,24 @@ replay_db_stub_actor::behavior_type replay_db_stub(replay_db_stub_actor::pointer
 // until the driver sends ("forward", sender, event id), the point at which the live
 // ingest took that event (an "ingest_in" record), so the replayed ingest sees
 // events and writer replies in the live order and forms the same batches.
+// With `hold_answers` (the trace records where each connection took ingest's
+// answer, a connection's "reply_in" of an ingest_reply) it also keeps ingest's
+// answer to a connection until the driver sends ("answer", connection, event id).
 struct ingest_gate_state {
   struct held {
     std::string from;  // the sender's name
     ingest_request req;
     caf::typed_response_promise<ingest_reply> promise;
   };
+  struct held_answer {
+    std::string to;  // the connection's name
+    std::string id;  // the event's
+    std::variant<ingest_reply, caf::error> answer;
+    caf::typed_response_promise<ingest_reply> promise;
+  };
   std::deque<held> held_requests;
+  bool hold_answers = false;
+  std::deque<held_answer> held_answers;
   static inline const char* name = "ingest_gate";
 };
 // An ingest to its senders (the driver's ("forward", sender, id) besides).
@@ -219,7 +236,7 @@ using replay_ingest_gate_actor
   = ingest_actor::extend<caf::reacts_to<caf::atom_value, std::string, std::string>>;
 replay_ingest_gate_actor::behavior_type replay_ingest_gate(
   replay_ingest_gate_actor::stateful_pointer<ingest_gate_state> self, ingest_actor ingest,
-  replay_player_ptr player);
+  replay_player_ptr player, bool hold_answers);
 
 // Stands in front of the replayed reader pool: it keeps each read until the
 // driver sends ("forward", from, type), where the live pool took it (a

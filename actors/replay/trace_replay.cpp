@@ -47,7 +47,7 @@ struct record {
   std::string host;
   std::string policy;       // open: the community's policy then ("" in older traces: open)
   std::string auth_pubkey;  // http_in
-  std::string id;           // ingest_in: the event's id
+  std::string id;           // ingest_in, a connection's reply_in of ingest's answer: the event's id
   std::string from;         // reader_in: who sent the read
   uint64_t n = 0;           // bus_out, bus_reply, cluster_out, cluster_reply: the request number
 };
@@ -118,6 +118,9 @@ struct node_switches {
   // started unless the trace holds the attach.
   bool clustered = false;
   bool attach_at_start = false;
+  // The trace records where each connection took ingest's answer (traces
+  // made before that hand the answer over as ingest gives it).
+  bool hold_ingest_answers = false;
 };
 
 // Deeper than any message of messages/ nests; deeper lines are
@@ -364,7 +367,7 @@ void replayer::spawn_node() {
   ingest_settings.push_enabled = switches_.push_enabled;  // the header's, not a gateway URL
   ingest_ = keep(sys_->spawn(ingest_actor_impl, ingest_settings, std::move(writers), hub_,
                              env_.for_actor("ingest")));
-  gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_));
+  gate_ = keep(sys_->spawn(replay_ingest_gate, ingest_, player_, switches_.hold_ingest_answers));
   std::vector<reader_session_actor> readers;
   for (size_t i = 0; i < cfg_.readers; ++i)
     readers.push_back(stub("reader-" + std::to_string(i)));
@@ -464,6 +467,11 @@ void replayer::take_reply(const record& r) {
   // itself say "" for it.)
   if (r.type == "hub_ack" && (r.from.empty() || r.from == "hub"))
     return;
+  // Ingest's answer to a connection, which the gate holds until now.
+  if (r.type == "ingest_reply" && r.from == "ingest") {
+    input(caf::actor_cast<caf::actor>(gate_), caf::make_message(caf::atom("answer"), r.actor, r.id));
+    return;
+  }
   std::string best_stub;
   size_t best_index = 0;
   uint64_t best_seq = 0;
@@ -579,11 +587,12 @@ bool replayer::feed_node(const record& r) {
   const auto& k = r.kind;
   if (k == "timer" && r.type == "ingest_tick") {
     input(caf::actor_cast<caf::actor>(ingest_), caf::make_message(ingest_tick{}));
-  } else if (k == "timer" && r.type == "roster_dirty") {
+  } else if ((k == "timer" || k == "input") && r.type == "roster_dirty") {
+    // The timer is a retry; the input, a change the group actor reported.
     if (auto roster = player_->spawned_actor(r.actor))
-      input(*roster, caf::make_message(roster_dirty{true}));
+      input(*roster, caf::make_message(roster_dirty{k == "timer"}));
     else
-      diverge(r, "a retry timer of " + r.actor, "no such roster actor was spawned");
+      diverge(r, "a roster_dirty of " + r.actor, "no such roster actor was spawned");
   } else if (k == "timer" && r.type == "roster_idle_tick") {
     rapidjson::Document doc;
     doc.Parse(r.msg.data(), r.msg.size());
@@ -944,7 +953,15 @@ replay_outcome replay_trace(std::istream& in, replay_options options) {
     = switches.clustered && std::none_of(records.begin(), records.end(), [](const record& r) {
         return r.actor == "hub" && r.kind == "input" && r.type == "cluster_attach";
       });
+  switches.hold_ingest_answers
+    = std::any_of(records.begin(), records.end(), [](const record& r) {
+        return r.kind == "reply_in" && r.type == "ingest_reply" && r.from == "ingest";
+      });
   auto player = std::make_shared<replay_player>();
+  if (std::any_of(records.begin(), records.end(), [](const record& r) {
+        return r.kind == "input" && r.type == "roster_dirty";
+      }))
+    player->fed_inputs.insert("roster_dirty");
   for (auto& r : records)
     if (r.kind == "reading" && runs_in_replay(r.actor))
       player->add_reading(r.actor, {r.seq, r.what, r.value});

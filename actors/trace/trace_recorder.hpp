@@ -74,6 +74,11 @@ class trace_port {
   // A replay records nothing and holds nothing.
   virtual bool hold() { return false; }
   virtual void release() {}
+
+  // A replay that feeds this input itself, at its record (a roster actor's
+  // roster_dirty): the message the replayed node sends for it is not acted
+  // upon. False when recording, and for traces made before the input was.
+  virtual bool feeds_input(std::string_view type) const { return false; }
 };
 
 using trace_port_ptr = std::shared_ptr<trace_port>;
