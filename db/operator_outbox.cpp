@@ -10,6 +10,7 @@
 #include <pqxx/result>
 
 #include "db/sql_util.hpp"
+#include "db/statistics.hpp"
 
 // The statements of operator listeners (docs/delivery.md, "Outbox"). Keys are
 // bytea in the schema and travel as hex text (arrays as one parameter each,
@@ -224,6 +225,15 @@ std::string hex_array(const std::vector<std::string>& keys) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& claim_session_setup() {
+  static const std::vector<std::string> setup = [] {
+    auto statements = writer_session_settings();
+    statements.push_back("SELECT waggle_listener_may_read(0, ''::bytea, ''::bytea, 0)");
+    return statements;
+  }();
+  return setup;
+}
 
 bool wakes_listeners(int32_t kind) {
   return kind == 9 || kind == 40002 || kind == 45001 || kind == 45003;

@@ -111,6 +111,14 @@ std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
                                                const std::vector<listener_room>& rooms, size_t n,
                                                const claim_settings& settings = {});
 
+// What a connection that claims runs first (db::session's setup). Generic
+// plans, kept, and no sequential scans, as the writers (db/statistics.hpp):
+// the claim is planned at its first execution, often with the outbox empty.
+// Then one call of waggle_listener_may_read compiles the function and plans
+// its query, which the first claim that finds a row paid otherwise: 4-7 ms in
+// the server, the slowest wake of a benchmark run (docs/benchmarks.md).
+const std::vector<std::string>& claim_session_setup();
+
 // The same with room `n` for every listener.
 std::vector<claimed_delivery> claim_deliveries(pqxx::connection& conn,
                                                const std::vector<std::string>& listeners,

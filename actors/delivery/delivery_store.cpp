@@ -18,9 +18,11 @@ void delivery_store_state::init(delivery_store_ptr self_ptr, std::string databas
                                 std::string role, std::shared_ptr<delivery_source> s,
                                 node_env e) {
   self = self_ptr;
+  std::vector<std::string> setup{store_statement_timeout};
+  for (auto& statement : s->session_setup())
+    setup.push_back(std::move(statement));
   session = std::make_unique<db::session>(std::move(database_url), std::move(role),
-                                          std::vector<std::string>{store_statement_timeout},
-                                          log::session_report);
+                                          std::move(setup), log::session_report);
   source = std::move(s);
   env = std::move(e);
 }

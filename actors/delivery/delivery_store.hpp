@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <pqxx/connection>
 
@@ -28,6 +29,9 @@ class delivery_source {
   virtual delivery_claim_reply claim(pqxx::connection& conn, const delivery_claim_request& req) = 0;
   virtual delivery_completion complete(pqxx::connection& conn,
                                        const delivery_complete_request& req) = 0;
+  // Statements each new connection of the store runs after its own settings
+  // (plans a queue wants made before its first claim).
+  virtual std::vector<std::string> session_setup() const { return {}; }
   // Several completions; a queue that can writes them in one transaction.
   virtual std::vector<delivery_completion>
   complete_batch(pqxx::connection& conn, const std::vector<delivery_complete_request>& reqs) {

@@ -22,6 +22,9 @@ class listener_source : public delivery_source {
   delivery_claim_reply claim(pqxx::connection& conn, const delivery_claim_request& req) override;
   delivery_completion complete(pqxx::connection& conn,
                                const delivery_complete_request& req) override;
+  std::vector<std::string> session_setup() const override {
+    return db::claim_session_setup();
+  }
 
  private:
   std::map<std::string, std::string> urls_;

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "db/membership_store.hpp"
+#include "db/operator_outbox.hpp"
+#include "db/session.hpp"
 #include "tests/db/operator_outbox_fixture.hpp"
 
 namespace waggle::pgtest {
@@ -35,6 +37,29 @@ TEST_F(OutboxTest, ClaimReturnsWhatADeliveryNeeds) {
   EXPECT_NEAR(d.created_at, wall_now(), 60);
   EXPECT_EQ(outbox_rows(c, "state = 'sending'"), 1);
   EXPECT_TRUE(db::claim_deliveries(conn(), {listener1}, 10).empty()) << "leased";
+}
+
+// The delivery store's connection runs claim_session_setup first (generic
+// plans, no sequential scans, the access function compiled and planned before
+// any wake needs it): every statement of it runs on a migrated database, and a
+// claim on such a connection still finds its row and drops one it may not read.
+TEST_F(OutboxTest, AConnectionSetUpAsTheStoreDoesClaimsAsAnyOther) {
+  db::session store{url(), "delivery-store-test", db::claim_session_setup()};
+  auto* sc = store.get();
+  ASSERT_NE(sc, nullptr) << "a setup statement failed";
+  EXPECT_EQ(pqxx::nontransaction{*sc}.exec("SHOW plan_cache_mode")[0][0].as<std::string>(),
+            "force_generic_plan");
+  auto c = community();
+  register_targets(c, listener1, {target1});
+  auto evs = seed(c, 2);
+  {
+    pqxx::nontransaction tx(conn());
+    tx.exec("UPDATE events SET deleted_at = now() WHERE id = decode('" + evs[1].id + "', 'hex')");
+  }
+  auto claimed = db::claim_deliveries(*sc, {listener1}, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].event_raw, evs[0].raw);
+  EXPECT_EQ(outbox_rows(c, "true"), 1) << "the deleted event's row is dropped, not claimed";
 }
 
 // Claimer A holds its claim transaction open; B must skip A's row, not wait
