@@ -51,4 +51,14 @@ inline size_t find_line(const std::vector<std::string>& lines, std::vector<std::
   return 0;
 }
 
+// Sequence numbers again from 1 in file order, after a test inserted or removed
+// records (each record's "seq" is its first field; line 0 is the header).
+inline std::vector<std::string> renumbered(std::vector<std::string> lines) {
+  for (size_t i = 1; i < lines.size(); ++i) {
+    auto comma = lines[i].find(',');
+    lines[i] = "{\"seq\":" + std::to_string(i) + lines[i].substr(comma);
+  }
+  return lines;
+}
+
 }  // namespace waggle::testing

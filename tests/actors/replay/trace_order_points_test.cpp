@@ -23,6 +23,7 @@ namespace {
 
 using testing::find_line;
 using testing::read_lines;
+using testing::renumbered;
 using testing::replay_lines;
 using testing::traces_dir;
 
@@ -30,15 +31,6 @@ using testing::traces_dir;
 // queued.
 const std::string foreign_input
   = R"({"seq":0,"actor":"ingest","kind":"timer","type":"ingest_tick","msg":[]})";
-
-// Sequence numbers again from 1 in file order (each record's "seq" is its first field).
-std::vector<std::string> renumbered(std::vector<std::string> lines) {
-  for (size_t i = 1; i < lines.size(); ++i) {
-    auto comma = lines[i].find(',');
-    lines[i] = "{\"seq\":" + std::to_string(i) + lines[i].substr(comma);
-  }
-  return lines;
-}
 
 std::vector<std::string> with_foreign_input_at(std::vector<std::string> lines, size_t at) {
   lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), foreign_input);
