@@ -12,7 +12,9 @@
 #          listeners  OK-to-listener latency of 30 spaced mentions to one operator listener
 #                     (waggle-load's listener-latency workload; MENTIONS overrides the 30)
 #   PERF=1 records the relay with `perf record -e cpu-clock -g` for 8 s of each fanout run.
-# The instrument is OLD_BUILD_DIR's waggle-load for both sides. Runs default to 3; the summary
+# The instrument is OLD_BUILD_DIR's waggle-load for both sides, or with INSTRUMENT=each each
+# side's own (to compare two builds of the tool on one relay: two build dirs that hold the same
+# waggle and different waggle-load). Runs default to 3; the summary
 # lines go to stdout, the tool's reports to $WAGGLE_DATA_DIR/ab/ (default /tmp/waggle-ab).
 # Uses the private PostgreSQL of ./scripts/pg "run" (WAGGLE_PG_PORT, default 55433).
 set -euo pipefail
@@ -24,6 +26,7 @@ old=$(cd "$1" && pwd); new=$(cd "$2" && pwd); mode=$3; runs=${4:-3}
 out=${WAGGLE_AB_DIR:-/tmp/waggle-ab}
 mkdir -p "$out"
 load=$old/waggle-load
+case ${INSTRUMENT:-old} in old | each) ;; *) wg_die "INSTRUMENT is old or each" ;; esac
 wg_data_dir_init
 wg_pg_select run
 wg_pg_start
@@ -54,6 +57,7 @@ field() { grep -F "$2" "$1" | head -1 | cut -d'|' -f3 | xargs; }
 one_run() {
   local side=$1 build=$2 i=$3 tag pg_pid
   tag=$side-$i
+  if [ "${INSTRUMENT:-old}" = each ]; then load=$build/waggle-load; fi
   if [ "$mode" = listeners ]; then
     relay_up "$build" --operator-listeners "$("$load" listener-config --listener-ports "$listener_port")"
   else

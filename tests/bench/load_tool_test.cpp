@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "bench/load/client.hpp"
@@ -79,6 +81,94 @@ TEST(LoadClient, ParsesWsUrls) {
   EXPECT_FALSE(parse_ws_url("http://x:1"));
   EXPECT_FALSE(parse_ws_url("ws://x:99999"));
   EXPECT_FALSE(parse_ws_url("ws://:80"));
+}
+
+namespace {
+
+// A server frame (unmasked) as the relay writes it.
+std::string server_frame(uint8_t first_byte, std::string_view payload) {
+  std::string out(1, static_cast<char>(first_byte));
+  auto n = payload.size();
+  if (n < 126) {
+    out.push_back(static_cast<char>(n));
+  } else if (n <= 0xffff) {
+    out.push_back(126);
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xff));
+  } else {
+    out.push_back(127);
+    for (int i = 7; i >= 0; --i)
+      out.push_back(static_cast<char>((static_cast<uint64_t>(n) >> (8 * i)) & 0xff));
+  }
+  return out + std::string{payload};
+}
+
+void feed(ws_frame_reader& r, std::string_view bytes) {
+  std::memcpy(r.space(bytes.size()), bytes.data(), bytes.size());
+  r.filled(bytes.size());
+}
+
+}  // namespace
+
+TEST(LoadFrames, ReadsEveryWholeFrameAndWaitsForTheRest) {
+  ws_frame_reader r{1u << 20};
+  std::string big(70000, 'x');  // a 64-bit length
+  std::string mid(300, 'm');    // a 16-bit length
+  auto bytes = server_frame(0x81, "one") + server_frame(0x89, "ping!") + server_frame(0x81, mid)
+               + server_frame(0x8A, "pong") + server_frame(0x81, big);
+  // Byte by byte: every frame comes out whole, once, in order, whatever the cut.
+  std::vector<std::string> texts;
+  std::vector<std::string> pings;
+  for (char c : bytes) {
+    feed(r, std::string_view{&c, 1});
+    while (auto f = r.next()) {
+      ASSERT_NE(f->what, ws_frame_reader::kind::error) << r.error();
+      (f->what == ws_frame_reader::kind::ping ? pings : texts).emplace_back(f->payload);
+    }
+  }
+  ASSERT_EQ(texts.size(), 3u);
+  EXPECT_EQ(texts[0], "one");
+  EXPECT_EQ(texts[1], mid);
+  EXPECT_EQ(texts[2], big);
+  ASSERT_EQ(pings.size(), 1u);
+  EXPECT_EQ(pings[0], "ping!");
+}
+
+TEST(LoadFrames, JoinsFragmentsAndRefusesWhatAServerMustNotSend) {
+  ws_frame_reader r{100};
+  feed(r, server_frame(0x01, "frag") + server_frame(0x89, "p") + server_frame(0x80, "mented"));
+  auto ping = r.next();
+  ASSERT_TRUE(ping);
+  EXPECT_EQ(ping->what, ws_frame_reader::kind::ping);
+  auto text = r.next();
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->payload, "fragmented");
+  EXPECT_FALSE(r.next());
+
+  auto refused = [](std::string bytes) {
+    ws_frame_reader r{100};
+    feed(r, bytes);
+    auto f = r.next();
+    return f && f->what == ws_frame_reader::kind::error;
+  };
+  EXPECT_TRUE(refused(server_frame(0x81, std::string(101, 'x'))));  // over the limit
+  auto masked = server_frame(0x81, "abcd");
+  masked[1] = static_cast<char>(masked[1] | 0x80);
+  EXPECT_TRUE(refused(masked));
+  EXPECT_TRUE(refused(server_frame(0xC1, "x")));  // RSV1 without an extension
+  EXPECT_TRUE(refused(server_frame(0x80, "x")));  // continuation of nothing
+  EXPECT_TRUE(refused(server_frame(0x83, "x")));  // reserved opcode
+}
+
+TEST(LoadFrames, ClientFramesAreMaskedAndCarryTheirLength) {
+  std::string payload(300, 'a');
+  auto f = ws_client_frame(0x1, payload, 0x04030201u);
+  ASSERT_EQ(f.size(), 2u + 2u + 4u + 300u);
+  EXPECT_EQ(static_cast<unsigned char>(f[0]), 0x81);
+  EXPECT_EQ(static_cast<unsigned char>(f[1]), 0x80 | 126);
+  EXPECT_EQ((static_cast<unsigned char>(f[2]) << 8) | static_cast<unsigned char>(f[3]), 300);
+  for (size_t i = 0; i < payload.size(); ++i)
+    ASSERT_EQ(static_cast<char>(f[8 + i] ^ f[4 + (i & 3)]), 'a');
 }
 
 TEST(LoadOptions, RejectsWhatCannotBeRun) {
