@@ -36,6 +36,11 @@ void connection_state::answer_client(std::string frame, std::string_view message
 }
 
 void connection_state::send_closed(const std::string& sub_id, const std::string& message) {
+  // CLOSED says the id's subscription ended, whatever was refused (a REQ
+  // replacing a live one with a malformed filter, a COUNT reusing its id):
+  // a live one of that id must not go on delivering after it.
+  if (subs.contains(sub_id))
+    drop_subscription(sub_id);
   answer_client(proto::render_closed(sub_id, message), message);
 }
 

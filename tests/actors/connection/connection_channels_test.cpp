@@ -154,6 +154,16 @@ TEST_F(connection_channels_test, removal_from_a_private_channel_ends_the_subscri
   EXPECT_TRUE(sink->take().empty());
 }
 
+TEST_F(connection_channels_test, a_closed_for_a_refused_replacement_ends_the_live_subscription) {
+  // CLOSED "s" tells the client "s" ended: a REQ replacing it with a
+  // malformed filter must not leave the old one delivering.
+  auto conn = subscribed({"ops", false, {alice}});
+  send(conn, R"(["REQ","s",{"kinds":"x"}])");
+  ASSERT_EQ(sink->take().size(), 1u);
+  commit_post("ops", "after the CLOSED");
+  EXPECT_TRUE(sink->take().empty());
+}
+
 TEST_F(connection_channels_test, a_revocation_while_history_loads_wins_over_the_late_history) {
   auto conn = open_alice();
   send(conn, R"(["REQ","s",{"#h":["ops"]}])");
