@@ -22,31 +22,24 @@ namespace waggle {
 // (`tail`). A live event going to 1,000 subscriptions is rendered once and
 // copied by none of them: each frame is a prefix of ~20 bytes and a
 // reference count. The socket writes the parts as ONE WebSocket message.
-// A prefix that many frames repeat (a live subscription's head, rendered once
-// by live_gate) may be shared too (`shared_head`, then `text` is empty), so
-// the hub's direct frames allocate nothing per delivery.
 struct out_frame {
   std::string text;
   std::shared_ptr<const std::string> shared;  // null: `text` is the whole frame
   std::string_view tail;  // static storage only (it outlives every frame)
-  std::shared_ptr<const std::string> shared_head;  // set: the prefix instead of `text`
 
   out_frame() = default;
   out_frame(std::string whole) : text(std::move(whole)) {}  // NOLINT: plain frames convert
   out_frame(std::string prefix, std::shared_ptr<const std::string> body, std::string_view suffix)
     : text(std::move(prefix)), shared(std::move(body)), tail(suffix) {}
 
-  std::string_view prefix() const { return shared_head ? std::string_view{*shared_head} : text; }
-  std::size_t size() const {
-    return prefix().size() + (shared ? shared->size() : 0) + tail.size();
-  }
+  std::size_t size() const { return text.size() + (shared ? shared->size() : 0) + tail.size(); }
   // The frame as one string (tests, sinks without a socket).
   std::string flatten() const {
-    if (!shared && !shared_head)
+    if (!shared)
       return text;
     std::string out;
     out.reserve(size());
-    out.append(prefix()).append(shared ? std::string_view{*shared} : std::string_view{}).append(tail);
+    out.append(text).append(*shared).append(tail);
     return out;
   }
 };
@@ -61,7 +54,7 @@ class socket_sink {
   // that write no socket (tests, replays) see it flattened, so they record
   // exactly the text the client would receive.
   virtual void send_frame(out_frame frame) {
-    if (!frame.shared && !frame.shared_head)
+    if (!frame.shared)
       return send_text(std::move(frame.text));
     send_text(frame.flatten());
   }

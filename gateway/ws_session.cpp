@@ -379,7 +379,7 @@ void ws_session::do_write() {
       break;
     // The event's JSON is shared by every subscriber's frame; it is copied
     // once more here, into this socket's outgoing bytes.
-    if (!out.append_text_frame(f.prefix(), f.shared ? std::string_view{*f.shared} : std::string_view{},
+    if (!out.append_text_frame(f.text, f.shared ? std::string_view{*f.shared} : std::string_view{},
                                std::string_view{f.tail.data(), f.tail.size()}))
       break;  // Beast sent its close (the peer's close answered): nothing may follow
     bytes += f.size();

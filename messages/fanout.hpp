@@ -26,10 +26,6 @@
 
 namespace waggle {
 
-// A connection's direct way to its socket for live events (defined with the
-// connection actor, actors/connection/live_gate.hpp); only named here.
-class live_gate;
-
 // -- hub -> connection actors ---------------------------------------------------
 
 // Hub -> connection actor: one event for one or more of its subscriptions.
@@ -123,10 +119,6 @@ struct hub_subscribe {
   std::string sub_id;
   uint64_t generation = 0;  // the connection's REQ number for this sub id
   std::vector<proto::filter> filters;
-  // Where the hub may write this subscription's live events itself once it
-  // is live (null: always through the actor). Not serialized: the hub and
-  // its connections share a node.
-  std::shared_ptr<live_gate> gate;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hub_subscribe& x) {

@@ -299,7 +299,7 @@ void connection_state::subscribe(const std::string& sub_id, uint64_t generation,
   self
     ->request(peers.hub, settings.read_timeout,
               hub_subscribe{self, settings.community_id, sub_id, generation,
-                            std::move(req_filters), gate})
+                            std::move(req_filters)})
     .then(
       [this, sub_id, generation, filters = std::move(filters),
        access = std::move(access)](hub_ack) mutable {
@@ -440,9 +440,6 @@ void connection_state::on_close(const proto::close_msg& msg) {
 }
 
 void connection_state::drop_subscription(const std::string& sub_id) {
-  // Shut first: no direct frame of it may follow what the caller sends next.
-  if (gate)
-    gate->shut(sub_id);
   subs.remove(sub_id);
   // Its queued history goes at once, and a page still queued at the pool
   // must not run for nobody.
@@ -500,8 +497,6 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   st.peers = std::move(peers);
   st.env = std::move(env);
   st.sink = std::move(sink);
-  if (st.settings.direct_live)
-    st.gate = std::make_shared<live_gate>(st.sink);
   st.reads = read_admission{st.settings.reads};
   st.subs = subscription_table{st.settings.max_subscription_bytes,
                                st.settings.subscription_budget};
@@ -526,9 +521,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
   // this, every closed connection's whole allocation stayed pinned by the
   // long-lived core actors (1.7 KB per connection, found by waggle-load's
   // idle workload). Runs however the actor ends.
-  self->attach_functor([self, peers = st.peers, gate = st.gate] {
-    if (gate)
-      gate->close();
+  self->attach_functor([self, peers = st.peers] {
     self->demonitor(peers.ingest.address());
     self->demonitor(peers.hub.address());
     self->demonitor(peers.reader.address());
@@ -557,11 +550,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       self->state.on_frame(frame.text);
       self->state.sink->frame_handled();  // the session's frame credit
     },
-    // What the hub sent through the actor while it holds the gate (live_gate.hpp).
-    [self](const live_event& msg) {
-      self->state.on_live(msg);
-      self->state.took_from_hub();
-    },
+    [self](const live_event& msg) { self->state.on_live(msg); },
     [self](const socket_drained& room) { self->state.on_drained(room); },
     [self](history_stall_check) { self->state.on_stall_check(); },
     [self](drain_request) {
@@ -574,14 +563,8 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
       self->state.trace_input("closed");
       self->state.on_socket_closed();
     },
-    [self](const channel_revoked& msg) {
-      self->state.on_revoked(msg);
-      self->state.took_from_hub();
-    },
-    [self](const access_revoked& msg) {
-      self->state.on_revoked(msg);
-      self->state.took_from_hub();
-    },
+    [self](const channel_revoked& msg) { self->state.on_revoked(msg); },
+    [self](const access_revoked& msg) { self->state.on_revoked(msg); },
     [self](const address_blocked& msg) { self->state.on_blocked(msg); },
   };
 }

@@ -22,7 +22,6 @@
 #include "actors/connection/read_admission.hpp"
 #include "actors/connection/refusal_pacer.hpp"
 #include "actors/support/env.hpp"
-#include "actors/connection/live_gate.hpp"
 #include "gateway/socket_sink.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/proto/client_message.hpp"
@@ -88,10 +87,6 @@ struct connection_settings {
   read_admission_settings reads;  // in-flight bound and token buckets
   refusal_pacing refusals;        // when a flood of refused frames pauses reading
   policy_gate_settings write_policy;
-  // The hub writes live subscriptions' events to the socket itself
-  // (live_gate.hpp). Off in tests that drive the actor alone and while a
-  // trace is recorded (a replay runs every frame through the actor).
-  bool direct_live = false;
 };
 
 struct connection_peers {
@@ -112,7 +107,6 @@ struct connection_state {
   connection_peers peers;
   node_env env;
   socket_sink_ptr sink;
-  live_gate_ptr gate;  // null unless settings.direct_live
 
   std::string challenge;
   std::set<std::string> authed;  // pubkeys proven on this connection
@@ -142,11 +136,6 @@ struct connection_state {
   void start();
   void on_frame(const std::string& text);
   void on_live(const live_event& msg);
-  // After a live_event or a revocation from the hub: the gate may open again.
-  void took_from_hub() {
-    if (gate)
-      gate->taken();
-  }
   void on_drain();
   void on_socket_closed();
   // Takes back every read of this connection still queued at the pool.

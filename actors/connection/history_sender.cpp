@@ -181,10 +181,6 @@ void connection_state::finish_history(const std::string& sub_id) {
   send(proto::render_eose(sub_id));
   for (auto& ev : subs.go_live(sub_id))
     send(proto::render_event(sub_id, ev->raw));
-  // From here the hub may write its live events itself (after whatever it
-  // already sent this actor: live_gate.hpp).
-  if (auto* sub = subs.find(sub_id); gate && sub)
-    gate->open(sub_id, sub->generation, sub->live_history);
 }
 
 }  // namespace waggle

@@ -49,8 +49,6 @@ constexpr size_t history_frame_overhead = 48;
 
 // An event id as 32 bytes (history_ids keeps these, sorted).
 using event_id_bin = std::array<uint8_t, 32>;
-// A live subscription's history ids, shared with its connection's live gate.
-using history_ids_ptr = std::shared_ptr<const std::vector<event_id_bin>>;
 // False if `hex` is not 64 hex digits.
 bool id_from_hex(std::string_view hex, event_id_bin& out);
 

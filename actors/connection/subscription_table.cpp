@@ -26,10 +26,7 @@ void keep_common(std::vector<std::string>& kept, const std::vector<std::string>&
 
 bool subscription::sent_in_history(const std::string& id) const {
   event_id_bin bin;
-  if (!id_from_hex(id, bin))
-    return false;
-  const auto& ids = live_history ? *live_history : history_ids;
-  return std::binary_search(ids.begin(), ids.end(), bin);
+  return id_from_hex(id, bin) && std::binary_search(history_ids.begin(), history_ids.end(), bin);
 }
 
 subscription& subscription_table::add(const std::string& sub_id, uint64_t generation) {
@@ -114,8 +111,6 @@ std::vector<event_ptr> subscription_table::go_live(const std::string& sub_id) {
       out.push_back(ev);
   sub.pending.clear();
   sub.pending.shrink_to_fit();
-  sub.live_history = std::make_shared<const std::vector<event_id_bin>>(std::move(sub.history_ids));
-  sub.history_ids = {};
   return out;
 }
 

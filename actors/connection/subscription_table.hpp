@@ -29,9 +29,6 @@ struct subscription {
   // so live events are checked against these for the subscription's life.
   // Kept as sorted 32-byte ids: 5,000 ids cost 160 KB, not 750 KB of strings.
   std::vector<event_id_bin> history_ids;
-  // The same ids once live (go_live moves them here, to share them with the
-  // connection's live gate; nothing adds to them after EOSE).
-  history_ids_ptr live_history;
   bool sent_in_history(const std::string& id) const;
   // Bytes charged for it (filters, history ids) to the connection and the node.
   size_t bytes = 0;

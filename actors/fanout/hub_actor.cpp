@@ -76,10 +76,10 @@ std::vector<uint64_t> subscription_index::keys_for(int64_t community_id,
 
 void subscription_index::add(const connection_actor& conn, int64_t community_id,
                              const std::string& sub_id, uint64_t generation,
-                             std::vector<proto::filter> filters, live_gate_ptr gate) {
+                             std::vector<proto::filter> filters) {
   remove(conn.address(), sub_id);
   auto handle = next_handle_++;
-  entry e{conn, community_id, sub_id, generation, std::move(filters), {}, std::move(gate)};
+  entry e{conn, community_id, sub_id, generation, std::move(filters), {}};
   for (auto& f : e.filters) {
     // NIP-50 search is one-shot (history, then EOSE): filed under no key,
     // such a filter is never a candidate, and costs no event a match.
@@ -124,14 +124,6 @@ void subscription_index::remove_connection(const caf::actor_addr& conn) {
 
 std::vector<subscription_index::match>
 subscription_index::find(int64_t community_id, const proto::event& ev) const {
-  std::vector<match> out;
-  find_into(community_id, ev, out);
-  return out;
-}
-
-void subscription_index::find_into(int64_t community_id, const proto::event& ev,
-                                   std::vector<match>& out) const {
-  out.clear();
   // Scratch kept across calls (the hub calls this for every event of every
   // batch): cleared, never freed, so a busy hub allocates only the result.
   auto& candidates = scratch_candidates_;
@@ -164,32 +156,27 @@ void subscription_index::find_into(int64_t community_id, const proto::event& ev,
   for (auto handle : candidates) {
     auto& e = subs_.at(handle);
     if (e.community_id == community_id && matches(e.filters))
-      hits.push_back({e.conn.id(), handle, &e});
+      hits.emplace_back(e.conn.id(), handle);
   }
   std::sort(hits.begin(), hits.end());
+  std::vector<match> out;
   out.reserve(hits.size());  // one a connection, nearly always
   for (size_t k = 0; k < hits.size(); ++k) {
-    auto& e = *hits[k].e;
-    if (k == 0 || hits[k].conn != hits[k - 1].conn)
-      out.push_back({e.conn, {}, {}, e.gate.get()});
+    auto& e = subs_.at(hits[k].second);
+    if (k == 0 || hits[k].first != hits[k - 1].first)
+      out.push_back({e.conn, {}, {}});
     out.back().sub_ids.push_back(e.sub_id);
     out.back().generations.push_back(e.generation);
   }
+  return out;
 }
 
 std::vector<connection_actor> subscription_index::connections_in(int64_t community_id) const {
   std::vector<connection_actor> out;
-  for (auto& r : reach_in(community_id))
-    out.push_back(std::move(r.conn));
-  return out;
-}
-
-std::vector<subscription_index::reach> subscription_index::reach_in(int64_t community_id) const {
-  std::vector<reach> out;
   std::unordered_set<caf::actor_addr> seen;
   for (const auto& [handle, e] : subs_)
     if (e.community_id == community_id && seen.insert(e.conn.address()).second)
-      out.push_back({e.conn, e.gate.get()});
+      out.push_back(e.conn);
   return out;
 }
 
@@ -249,20 +236,12 @@ size_t hub_state::fan_out(const std::vector<ingest_item>& items, bool from_datab
     ++fanned;
     std::shared_ptr<const std::string> raw;
     if (!expired(*item.ev))
-      index.find_into(item.community_id, *item.ev, matches);
-    else
-      matches.clear();
-    for (auto& m : matches) {
-      if (!raw)
-        raw = std::make_shared<const std::string>(item.ev->raw);
-      // Live subscriptions get their frame now, from this thread; what is
-      // left (none, nearly always) goes through the actor.
-      if (m.gate && !m.gate->offer(m.sub_ids, m.generations, item.ev->id, raw))
-        continue;
-      self->send(m.conn,
-                 live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
-    }
-    matches.clear();  // the capacity stays; the connections' handles do not
+      for (auto& m : index.find(item.community_id, *item.ev)) {
+        if (!raw)
+          raw = std::make_shared<const std::string>(item.ev->raw);
+        self->send(m.conn,
+                   live_event{item.ev, std::move(m.sub_ids), std::move(m.generations), raw});
+      }
     // Another node's command that ended someone's access: its actor told
     // only its own hub. Here it comes in commit order, so the connections
     // hear the revocation after the event itself and before anything that
@@ -282,8 +261,7 @@ void hub_state::revoke_for(const ingest_item& item) {
 hub_ack hub_state::on_subscribe(hub_subscribe& req) {
   // Monitoring twice is harmless; it lets the hub forget a dead connection.
   self->monitor(req.conn);
-  index.add(req.conn, req.community_id, req.sub_id, req.generation, std::move(req.filters),
-            std::move(req.gate));
+  index.add(req.conn, req.community_id, req.sub_id, req.generation, std::move(req.filters));
   return {};
 }
 
@@ -295,22 +273,14 @@ void hub_state::on_unsubscribe(const hub_unsubscribe& req) {
 // of the community hears it and closes what rested on that access, in
 // mailbox order with the live events, so none of the channel's later
 // events reaches it first.
-// A connection with a gate writes nothing directly until its actor has
-// handled the revocation (live_gate::owe), so no later event overtakes it.
 void hub_state::on_revoked(const channel_revoked& msg) {
-  for (auto& r : index.reach_in(msg.community_id)) {
-    if (r.gate)
-      r.gate->owe();
-    self->send(r.conn, msg);
-  }
+  for (auto& conn : index.connections_in(msg.community_id))
+    self->send(conn, msg);
 }
 
 void hub_state::on_revoked(const access_revoked& msg) {
-  for (auto& r : index.reach_in(msg.community_id)) {
-    if (r.gate)
-      r.gate->owe();
-    self->send(r.conn, msg);
-  }
+  for (auto& conn : index.connections_in(msg.community_id))
+    self->send(conn, msg);
 }
 
 // Ephemeral events are not remembered: each comes once (its origin's relay

@@ -13,7 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/connection/live_gate.hpp"
 #include "actors/fanout/recent_events.hpp"
 #include "actors/support/env.hpp"
 #include "messages/interfaces.hpp"
@@ -29,30 +28,18 @@ class subscription_index {
     connection_actor conn;
     std::vector<std::string> sub_ids;
     std::vector<uint64_t> generations;  // parallel to sub_ids
-    live_gate* gate = nullptr;          // the connection's, if it has one (the index holds it)
-  };
-  // A connection of a community, with its gate (null if none).
-  struct reach {
-    connection_actor conn;
-    live_gate* gate = nullptr;
   };
 
   void add(const connection_actor& conn, int64_t community_id, const std::string& sub_id,
-           uint64_t generation, std::vector<proto::filter> filters,
-           live_gate_ptr gate = nullptr);
+           uint64_t generation, std::vector<proto::filter> filters);
   void remove(const caf::actor_addr& conn, const std::string& sub_id);
   void remove_connection(const caf::actor_addr& conn);
   // Connections (in no particular order) with the subscriptions `ev` matches.
   // An event of a channel (an `h` tag) matches only filters that name
   // channels with `#h`: those were access-checked when the REQ was made.
   std::vector<match> find(int64_t community_id, const proto::event& ev) const;
-  // The same into `out` (cleared first): the hub passes the same vector for
-  // every event, so a look-up at a thousand subscribers does not allocate
-  // (and free, on another thread's heap pressure) a result array per event.
-  void find_into(int64_t community_id, const proto::event& ev, std::vector<match>& out) const;
   // Every connection with a subscription in the community (for revocations).
   std::vector<connection_actor> connections_in(int64_t community_id) const;
-  std::vector<reach> reach_in(int64_t community_id) const;
   size_t size() const { return subs_.size(); }
   // Index keys in use (what the subscriptions' filters are filed under).
   size_t keys() const { return index_.size(); }
@@ -65,7 +52,6 @@ class subscription_index {
     uint64_t generation = 0;
     std::vector<proto::filter> filters;
     std::vector<uint64_t> keys;  // index keys this entry is filed under
-    live_gate_ptr gate;
   };
   // An index key is a 64-bit hash of (community, dimension, value): every
   // candidate is confirmed by the full filter match, so a collision costs a
@@ -82,15 +68,7 @@ class subscription_index {
   // find()'s working memory, reused across calls (so find() is const but,
   // like the whole index, for one thread: the hub's).
   mutable std::vector<uint64_t> scratch_candidates_;
-  struct hit {
-    caf::actor_id conn;
-    uint64_t handle;
-    const entry* e;
-    bool operator<(const hit& o) const {
-      return conn != o.conn ? conn < o.conn : handle < o.handle;
-    }
-  };
-  mutable std::vector<hit> scratch_hits_;
+  mutable std::vector<std::pair<caf::actor_id, uint64_t>> scratch_hits_;  // (connection, handle)
 };
 
 struct hub_state;
@@ -101,7 +79,6 @@ struct hub_state {
 
   hub_ptr self = nullptr;
   subscription_index index;
-  std::vector<subscription_index::match> matches;  // find_into's, reused per event
   node_env env;
 
   // In a cluster (docs/scaling.md): the relay that carries this node's

@@ -457,8 +457,6 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   auto name = "conn-" + std::to_string(++connections_opened_);
   auto env = env_.for_actor(name);
   settings.policy_name = std::string(name_of(c.policy));
-  // A recorded node runs every frame through its actors, as its replay will.
-  settings.direct_live = !env_.trace;
   // The connection actor records its own `open`, when it starts (docs/traces.md).
   if (env.trace && env.trace->wants_connection(name))
     sink = std::make_shared<traced_sink>(std::move(sink), env.trace, name);

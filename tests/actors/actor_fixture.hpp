@@ -188,13 +188,9 @@ stand_in_connection(std::function<void(const live_event&)> on_live) {
 
 class actor_test : public ::testing::Test {
  protected:
-  // `max_throughput`: messages an actor handles per scheduling (0: CAF's
-  // default, all it has); 1 lets a test interleave two actors message by message.
-  explicit actor_test(size_t max_throughput = 0) {
+  actor_test() {
     register_types(cfg_);
     cfg_.set("scheduler.policy", caf::atom("testing"));
-    if (max_throughput > 0)
-      cfg_.set("scheduler.max-throughput", max_throughput);
     cfg_.set("logger.verbosity", caf::atom("quiet"));
     cfg_.set("middleman.network-backend", caf::atom("testing"));
     sys_ = std::make_unique<caf::actor_system>(cfg_);
