@@ -2,10 +2,9 @@
 
 #include <algorithm>
 
-#include <rapidjson/document.h>
-
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_numbered.hpp"
+#include "messages/proto/bus_payloads.hpp"
 #include "messages/proto/nip11.hpp"
 
 namespace waggle {
@@ -17,20 +16,6 @@ std::string bus_ping_subject(const std::string& node_id) {
 std::string bus_probe_subject(const std::string& node_id) {
   return "waggle.node." + node_id + ".probe";
 }
-
-namespace {
-
-std::string ping_answer(const std::string& node_id) {
-  // Node ids are [A-Za-z0-9_-] (bus_valid_node_id): nothing to escape.
-  return std::string{"{\"node\":\""} + node_id + "\",\"version\":\"" + proto::software_version
-         + "\"}";
-}
-
-std::string probe_payload(const std::string& node_id, uint64_t n) {
-  return "{\"node\":\"" + node_id + "\",\"probe\":" + std::to_string(n) + "}";
-}
-
-}  // namespace
 
 template <class Reply, class Msg, class Done, class Failed>
 void bus_probe_state::ask(Msg msg, Done done, Failed failed) {
@@ -105,7 +90,7 @@ void bus_probe_state::answer_ping(const bus_message& msg) {
   if (env.stats)
     ++env.stats->bus.pings_answered;
   ask<bus_ack>(
-    bus_publish{msg.reply_to, ping_answer(settings.node_id), {}}, [](bus_ack&) {},
+    bus_publish{msg.reply_to, proto::ping_answer_payload(settings.node_id, proto::software_version), {}}, [](bus_ack&) {},
     [this](caf::error& err) {
       if (env.stats)
         env.stats->bus.count_refused(err);
@@ -113,12 +98,10 @@ void bus_probe_state::answer_ping(const bus_message& msg) {
 }
 
 void bus_probe_state::probe_back(const bus_message& msg) {
-  rapidjson::Document doc;
-  doc.Parse(msg.payload.data(), msg.payload.size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("probe")
-      || !doc["probe"].IsUint64())
+  auto n = proto::parse_probe_number(msg.payload);
+  if (!n)
     return;  // someone else's message on our subject
-  auto i = in_flight.find(doc["probe"].GetUint64());
+  auto i = in_flight.find(*n);
   if (i == in_flight.end())
     return;  // already counted lost
   auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(env.steady_now() - i->second);
@@ -139,7 +122,7 @@ void bus_probe_state::on_tick(uint64_t n) {
     if (env.stats)
       ++env.stats->bus.probes_sent;
     ask<bus_ack>(
-      bus_publish{subscriptions[probe_slot].subject, probe_payload(settings.node_id, n), {}},
+      bus_publish{subscriptions[probe_slot].subject, proto::probe_payload(settings.node_id, n), {}},
       [](bus_ack&) {},
       [this, n](caf::error& err) {
         // Not published: neither lost nor returned.

@@ -1,9 +1,8 @@
 #include "actors/fanout/cluster_relay.hpp"
 
-#include <charconv>
-
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
+#include "messages/proto/bus_payloads.hpp"
 #include "messages/proto/event.hpp"
 
 namespace waggle {
@@ -28,23 +27,6 @@ uint64_t fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
   return h;
 }
 
-// "community\nchannel": the roster request's bus payload.
-std::string roster_payload(int64_t community_id, const std::string& channel) {
-  return std::to_string(community_id) + "\n" + channel;
-}
-
-std::optional<roster_requested> parse_roster_payload(const std::string& payload) {
-  auto nl = payload.find('\n');
-  if (nl == std::string::npos || nl + 1 >= payload.size() || payload.size() > 200)
-    return std::nullopt;
-  roster_requested out;
-  auto [end, ec] = std::from_chars(payload.data(), payload.data() + nl, out.community_id);
-  if (ec != std::errc{} || end != payload.data() + nl || out.community_id <= 0)
-    return std::nullopt;
-  out.channel = payload.substr(nl + 1);
-  return out;
-}
-
 }  // namespace
 
 std::string roster_owner(const std::vector<std::string>& nodes, int64_t community_id,
@@ -62,28 +44,6 @@ std::string roster_owner(const std::vector<std::string>& nodes, int64_t communit
     }
   }
   return best;
-}
-
-std::string cluster_ephemeral_payload(const std::string& origin, const ingest_item& item) {
-  return origin + "\n" + std::to_string(item.community_id) + "\n" + item.ev->raw;
-}
-
-std::optional<cluster_ephemeral_parts> parse_cluster_ephemeral(const std::string& payload) {
-  auto first = payload.find('\n');
-  if (first == std::string::npos)
-    return std::nullopt;
-  auto second = payload.find('\n', first + 1);
-  if (second == std::string::npos)
-    return std::nullopt;
-  cluster_ephemeral_parts out;
-  out.origin = payload.substr(0, first);
-  const char* b = payload.data() + first + 1;
-  const char* e = payload.data() + second;
-  auto [end, ec] = std::from_chars(b, e, out.community_id);
-  if (ec != std::errc{} || end != e || out.community_id <= 0)
-    return std::nullopt;
-  out.raw = payload.substr(second + 1);
-  return out;
 }
 
 void cluster_relay_state::init(ptr self_ptr, bus_actor b, cluster_tail_actor t,
@@ -184,7 +144,7 @@ void cluster_relay_state::on_message(const bus_message& msg) {
   }
   if (msg.subject != cluster_ephemeral_subject)
     return;
-  auto parts = parse_cluster_ephemeral(msg.payload);
+  auto parts = proto::parse_ephemeral_payload(msg.payload);
   if (!parts) {
     log::warn("cluster", "dropped an ephemeral event of another shape", {});
     return;
@@ -231,7 +191,8 @@ void cluster_relay_state::ring() {
 }
 
 void cluster_relay_state::on_local_ephemeral(const cluster_local_ephemeral& msg) {
-  publish(cluster_ephemeral_subject, cluster_ephemeral_payload(settings.node_id, msg.item));
+  publish(cluster_ephemeral_subject,
+          proto::ephemeral_payload(settings.node_id, msg.item.community_id, msg.item.ev->raw));
 }
 
 caf::typed_response_promise<cluster_barrier_done> cluster_relay_state::on_barrier() {
@@ -309,7 +270,8 @@ cluster_relay_state::on_roster_route(const roster_route& msg) {
   }
   self
     ->request(bus, settings.answer_bound,
-              bus_request{cluster_roster_subject(owner), roster_payload(msg.community_id, msg.channel),
+              bus_request{cluster_roster_subject(owner),
+                          proto::roster_payload(msg.community_id, msg.channel),
                           settings.roster_timeout_ms})
     .then([promise](bus_message&) mutable { promise.deliver(roster_routed{true}); },
           [this, promise, owner](caf::error& err) mutable {
@@ -324,7 +286,7 @@ cluster_relay_state::on_roster_route(const roster_route& msg) {
 }
 
 void cluster_relay_state::answer_roster(const bus_message& msg) {
-  auto req = parse_roster_payload(msg.payload);
+  auto req = proto::parse_roster_payload(msg.payload);
   auto group = current_group ? current_group() : group_actor{};
   // Unanswered (the asker publishes itself) when it is not of that shape or
   // there is no group actor to hand it to.
@@ -335,7 +297,7 @@ void cluster_relay_state::answer_roster(const bus_message& msg) {
   }
   // Idempotent: a channel already dirty here publishes once more at most,
   // and the publication captures the roster afresh under the fence.
-  self->send(group, std::move(*req));
+  self->send(group, roster_requested{req->community_id, std::move(req->channel)});
   publish(msg.reply_to, settings.node_id);
 }
 

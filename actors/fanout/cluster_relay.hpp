@@ -122,14 +122,6 @@ cluster_relay_actor::behavior_type cluster_relay_impl(cluster_relay_state::ptr s
                                                       cluster_relay_settings settings,
                                                       node_env env);
 
-// The ephemeral event's bus payload: origin node, community, the event's
-// JSON, one per line; and back (nullopt: not of that shape).
-std::string cluster_ephemeral_payload(const std::string& origin, const ingest_item& item);
-struct cluster_ephemeral_parts {
-  std::string origin;
-  int64_t community_id = 0;
-  std::string raw;
-};
-std::optional<cluster_ephemeral_parts> parse_cluster_ephemeral(const std::string& payload);
+// The bus payloads it sends and reads: messages/proto/bus_payloads.hpp.
 
 }  // namespace waggle

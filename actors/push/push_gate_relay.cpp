@@ -1,52 +1,13 @@
 #include "actors/push/push_gate_relay.hpp"
 
-#include <charconv>
-
 #include <pqxx/pqxx>
 
 #include "actors/support/log.hpp"
 #include "db/bus_store.hpp"
 #include "db/cluster_store.hpp"
+#include "messages/proto/bus_payloads.hpp"
 
 namespace waggle {
-
-namespace {
-
-bool is_event_id(std::string_view s) {
-  if (s.size() != 64)
-    return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return false;
-  return true;
-}
-
-std::string join_ids(const std::vector<std::string>& ids) {
-  std::string out;
-  for (const auto& id : ids) {
-    if (!out.empty())
-      out += '\n';
-    out += id;
-  }
-  return out;
-}
-
-// Another node's answer: event ids, one per line. Anything else in it is
-// dropped (the bus is a network path; these ids reach a statement).
-void append_ids(const std::string& payload, std::vector<std::string>& out) {
-  size_t at = 0;
-  while (at < payload.size()) {
-    auto end = payload.find('\n', at);
-    if (end == std::string::npos)
-      end = payload.size();
-    std::string_view id(payload.data() + at, end - at);
-    if (is_event_id(id))
-      out.emplace_back(id);
-    at = end + 1;
-  }
-}
-
-}  // namespace
 
 std::string push_gate_subject(const std::string& node_id) {
   return "waggle.node." + node_id + ".gate";
@@ -148,11 +109,11 @@ push_gate_relay_state::on_request(const cluster_gate_request& req) {
     cluster_gate_done done;
   };
   auto t = std::make_shared<tally>(tally{nodes.size(), {}});
-  auto payload = std::to_string(req.community_id);
+  auto payload = proto::gate_request_payload(req.community_id);
   for (auto& id : nodes) {
     auto settle = [t, promise, id](const bus_message* answer) mutable {
       if (answer)
-        append_ids(answer->payload, t->done.skipped);
+        proto::append_gate_answer_ids(answer->payload, t->done.skipped);
       else
         t->done.unconfirmed.push_back(id);
       if (--t->left == 0)
@@ -172,11 +133,8 @@ push_gate_relay_state::on_request(const cluster_gate_request& req) {
 void push_gate_relay_state::on_message(const bus_message& msg) {
   if (msg.reply_to.empty())
     return;
-  int64_t community = 0;
-  const char* b = msg.payload.data();
-  const char* e = b + msg.payload.size();
-  auto [end, ec] = std::from_chars(b, e, community);
-  if (ec != std::errc{} || end != e || community <= 0) {
+  auto community = proto::parse_gate_request(msg.payload);
+  if (!community) {
     log::warn("push", "dropped a gate request of another shape", {});
     return;
   }
@@ -184,11 +142,11 @@ void push_gate_relay_state::on_message(const bus_message& msg) {
   if (!ingest)
     return;  // unanswered: the asking node refuses its lease
   auto reply_to = msg.reply_to;
-  self->request(ingest, settings.answer_bound, push_gate_remote{community})
+  self->request(ingest, settings.answer_bound, push_gate_remote{*community})
     .then(
       [this, reply_to](push_gate_drained& drained) {
         self->request(bus, settings.answer_bound,
-                      bus_publish{reply_to, join_ids(drained.skipped), ""})
+                      bus_publish{reply_to, proto::gate_answer_payload(drained.skipped), ""})
           .then([](bus_ack&) {}, [](caf::error&) {});
       },
       [](caf::error&) {});
