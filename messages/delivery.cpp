@@ -39,7 +39,8 @@ bool lower_hex64(const std::string_view s) {
 bool parse_listener_pubkeys(std::string_view body, size_t max, std::vector<std::string>& keys,
                             std::string& why) {
   rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
+  // Iterative: a 128 KiB body of '[' ran the recursive parser out of stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError() || !doc.IsObject()) {
     why = "the body is not a JSON object";
     return false;
