@@ -9,6 +9,8 @@
 // in its domain header (messages/ingest.hpp, ...) documents the order.
 
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -143,9 +145,12 @@ class json_in {
  private:
   template <class T>
   void field(const rapidjson::Value& arr, rapidjson::SizeType& i, T& x) {
-    if constexpr (!caf::meta::is_annotation<std::decay_t<T>>::value)
+    if constexpr (!caf::meta::is_annotation<std::decay_t<T>>::value) {
       if (i < arr.Size())
         read(arr[i++], x);
+      else if constexpr (std::is_same_v<std::decay_t<T>, std::shared_ptr<const proto::event>>)
+        fail();  // its default is null, which no actor takes (found by tests/fuzz/trace_fuzz.cpp)
+    }
   }
 
   template <class T>
@@ -180,11 +185,13 @@ class json_in {
         return fail();
       x = static_cast<U>(v.GetDouble());
     } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) {
-      if (!v.IsInt64())
+      // In range, not wrapped: a kind of 2^32 + 1 is not kind 1.
+      if (!v.IsInt64() || v.GetInt64() < std::numeric_limits<U>::min()
+          || v.GetInt64() > std::numeric_limits<U>::max())
         return fail();
       x = static_cast<U>(v.GetInt64());
     } else if constexpr (std::is_integral_v<U>) {
-      if (!v.IsUint64())
+      if (!v.IsUint64() || v.GetUint64() > std::numeric_limits<U>::max())
         return fail();
       x = static_cast<U>(v.GetUint64());
     } else if constexpr (std::is_same_v<U, std::shared_ptr<const proto::event>>) {

@@ -11,8 +11,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/send.hpp>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "actors/connection/connection_actor.hpp"
 #include "actors/fanout/hub_actor.hpp"
@@ -29,55 +27,22 @@
 #include "actors/reads/reader_pool.hpp"
 #include "actors/reads/reader_session.hpp"
 #include "messages/register_types.hpp"
+#include "messages/trace_record.hpp"
 
 namespace waggle {
 
 namespace {
 
-struct record {
-  uint64_t seq = 0;
-  std::string actor;
-  std::string kind;
-  std::string type;
-  std::string text;    // frame_in / frame_out; close_out: its close_text
-  std::string msg;     // trace_codec JSON, re-rendered compactly
-  std::string what;    // reading
-  std::string value;   // reading, as text
-  int64_t community = 0;
-  std::string host;
-  std::string policy;       // open: the community's policy then ("" in older traces: open)
-  std::string auth_pubkey;  // http_in
-  std::string id;           // ingest_in, a connection's reply_in of ingest's answer: the event's id
-  std::string from;         // reader_in: who sent the read
-  uint64_t n = 0;           // bus_out, bus_reply, cluster_out, cluster_reply: the request number
-};
-
-std::string render(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
-  v.Accept(w);
-  return {buf.GetString(), buf.GetSize()};
-}
+using record = trace_record;
 
 std::string string_field(const rapidjson::Value& obj, const char* key) {
-  auto i = obj.FindMember(key);
-  if (i == obj.MemberEnd())
-    return {};
-  if (i->value.IsString())
-    return {i->value.GetString(), i->value.GetStringLength()};
-  if (i->value.IsInt64())
-    return std::to_string(i->value.GetInt64());
-  return render(i->value);
+  return trace_string_field(obj, key);
 }
-
 int64_t int_field(const rapidjson::Value& obj, const char* key, int64_t fallback = 0) {
-  auto i = obj.FindMember(key);
-  return i != obj.MemberEnd() && i->value.IsInt64() ? i->value.GetInt64() : fallback;
+  return trace_int_field(obj, key, fallback);
 }
-
 bool bool_field(const rapidjson::Value& obj, const char* key, bool fallback) {
-  auto i = obj.FindMember(key);
-  return i != obj.MemberEnd() && i->value.IsBool() ? i->value.GetBool() : fallback;
+  return trace_bool_field(obj, key, fallback);
 }
 
 // The push matcher is a database connection no replay runs (like a
@@ -122,32 +87,6 @@ struct node_switches {
   // made before that hand the answer over as ingest gives it).
   bool hold_ingest_answers = false;
 };
-
-// Deeper than any message of messages/ nests; deeper lines are
-// refused before parsing (rendering a parsed value recurses).
-constexpr int max_depth = 32;
-
-bool nests_too_deep(const std::string& line) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth)
-        return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 // The header's settings must describe a node that can exist.
 std::string check_config(const node_config& cfg) {
@@ -838,31 +777,6 @@ void replayer::check_leftovers() {
       }
 }
 
-std::optional<record> parse_record(const rapidjson::Document& doc) {
-  if (!doc.IsObject() || !doc.HasMember("seq") || !doc["seq"].IsUint64() || !doc.HasMember("kind"))
-    return std::nullopt;
-  record r;
-  r.seq = doc["seq"].GetUint64();
-  r.actor = string_field(doc, "actor");
-  r.kind = string_field(doc, "kind");
-  r.type = string_field(doc, "type");
-  r.text = string_field(doc, "text");
-  if (r.kind == "close_out")
-    r.text = replay_sink::close_text(int_field(doc, "code"), string_field(doc, "reason"));
-  if (auto m = doc.FindMember("msg"); m != doc.MemberEnd())
-    r.msg = render(m->value);
-  r.what = string_field(doc, "what");
-  r.value = string_field(doc, "value");
-  r.community = int_field(doc, "community");
-  r.host = string_field(doc, "host");
-  r.policy = string_field(doc, "policy");
-  r.auth_pubkey = string_field(doc, "auth_pubkey");
-  r.id = string_field(doc, "id");
-  r.from = string_field(doc, "from");
-  r.n = static_cast<uint64_t>(std::max<int64_t>(int_field(doc, "n"), 0));
-  return r;
-}
-
 }  // namespace
 
 std::string replay_outcome::summary() const {
@@ -877,49 +791,17 @@ std::string replay_outcome::summary() const {
 
 replay_outcome replay_trace(std::istream& in, replay_options options) {
   replay_outcome out;
-  std::vector<record> records;
-  rapidjson::Document header;
-  std::string line;
-  size_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty())
-      continue;
-    if (nests_too_deep(line)) {
-      out.error = "line " + std::to_string(line_no) + " nests deeper than "
-                  + std::to_string(max_depth) + " levels";
-      return out;
-    }
-    rapidjson::Document doc;
-    doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
-    if (line_no == 1) {
-      if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("waggle_trace")) {
-        out.error = "line 1 is not a waggle trace header";
-        return out;
-      }
-      header = std::move(doc);
-      continue;
-    }
-    auto r = doc.HasParseError() ? std::nullopt : parse_record(doc);
-    if (!r) {
-      // A node killed mid-write leaves a torn last line: the trace ends before it.
-      if (in.peek() == std::char_traits<char>::eof() && doc.HasParseError()) {
-        out.torn_tail = true;
-        break;
-      }
-      out.error = "line " + std::to_string(line_no) + " is not a trace record";
-      return out;
-    }
-    if (!records.empty() && r->seq <= records.back().seq) {
-      out.error = "line " + std::to_string(line_no) + ": sequence numbers must increase";
-      return out;
-    }
-    records.push_back(std::move(*r));
-  }
-  if (line_no == 0) {
-    out.error = "the trace is empty";
+  auto file = read_trace(in);
+  if (!file.error.empty()) {
+    out.error = file.error;
     return out;
   }
+  out.torn_tail = file.torn_tail;
+  auto& header = file.header;
+  auto& records = file.records;
+  for (auto& r : records)
+    if (r.kind == "close_out")
+      r.text = replay_sink::close_text(r.close_code, r.close_reason);
   if (int_field(header, "waggle_trace") != trace_format_version) {
     out.error = "trace format " + string_field(header, "waggle_trace") + "; this build reads "
                 + std::to_string(trace_format_version);
