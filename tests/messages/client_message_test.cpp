@@ -308,3 +308,17 @@ TEST(Render, EventFrameEmbedsRawVerbatim) {
   auto m = parse_ok("[\"EVENT\"," + ev.raw + "]");
   EXPECT_EQ(std::get<event_msg>(m).ev.raw, ev.raw);
 }
+
+// Found by tests/fuzz/client_message_fuzz.cpp: validating UTF-8, rapidjson read
+// the three continuation bytes a final 0xF4 announces past the end of the
+// parser's copy of the frame. Only the sanitizer builds (ASan) see the read
+// itself (docs/testing.md, "Sanitizers"); every build sees the refusal.
+TEST(ClientMessageFuzzFindings, AFrameEndingInATruncatedUtf8SequenceIsRefusedWithinItsBytes) {
+  for (std::string frame : std::vector<std::string>{std::string{"[\"REQ\",\"I:\xf4"}, std::string{"[\"EVENT\",\"\xf0\x9f"},
+                            std::string{"\"\xe2"}}) {
+    auto r = parse_client_message(frame, lim);
+    auto* e = std::get_if<parse_error>(&r);
+    ASSERT_NE(e, nullptr) << frame;
+    EXPECT_EQ(e->reply, reply::notice);
+  }
+}
