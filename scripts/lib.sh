@@ -48,7 +48,8 @@ wg_is_root() { [ "$(id -u)" -eq 0 ]; }
 # --- Packages -------------------------------------------------------------------------------
 WAGGLE_APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config libcaf-dev libpqxx-dev
   rapidjson-dev libboost1.81-dev libsecp256k1-dev libssl-dev libgtest-dev libbenchmark-dev
-  postgresql-15 postgresql-client-15 gnuplot-nox pgbouncer shellcheck libnats-dev nats-server)
+  postgresql-15 postgresql-client-15 gnuplot-nox pgbouncer shellcheck libnats-dev nats-server
+  clang libclang-rt-14-dev)
 
 wg_node_ok() {
   command -v node >/dev/null 2>&1 &&
