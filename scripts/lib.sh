@@ -14,6 +14,8 @@
 #   WAGGLE_BUILD_DIR     build tree (default: <checkout>/build/release)
 #   WAGGLE_BUILD_JOBS    parallel compile jobs (default 2)
 #   WAGGLE_SKIP_BUILD=1  use the build tree as it is (built by hand, or a stand-in)
+#   WAGGLE_SANITIZE      address|thread: wg_build configures a sanitizer build (./scripts/test
+#                        --sanitize sets it, with WAGGLE_BUILD_DIR=build/<name>)
 
 WAGGLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 : "${WAGGLE_DATA_DIR:=$WAGGLE_ROOT/.waggle}"
@@ -107,8 +109,11 @@ wg_build() {
     return 0
   fi
   if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S "$WAGGLE_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null ||
-      return 1
+    local args=(-DCMAKE_BUILD_TYPE=Release)
+    # A sanitizer build keeps its debug info: its reports name lines.
+    [ -n "${WAGGLE_SANITIZE:-}" ] &&
+      args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DWAGGLE_SANITIZE=$WAGGLE_SANITIZE")
+    cmake -S "$WAGGLE_ROOT" -B "$dir" -G Ninja "${args[@]}" >/dev/null || return 1
   fi
   local targets=()
   [ $# -gt 0 ] && targets=(--target "$@")
