@@ -82,10 +82,16 @@ struct manage_request {
   int64_t community_id = 0;
   std::string caller;
   std::string body;
+  // When the caller stops waiting, on this process's steady clock
+  // (nanoseconds since its epoch; caller and management actor share the
+  // process): the call must be over by then, committed or rolled back, so
+  // that an answer of 504 is true. 0: no deadline.
+  int64_t deadline_steady_ns = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, manage_request& x) {
-  return f(caf::meta::type_name("manage_request"), x.community_id, x.caller, x.body);
+  return f(caf::meta::type_name("manage_request"), x.community_id, x.caller, x.body,
+           x.deadline_steady_ns);
 }
 
 // The HTTP answer: 200 with {"result"} or {"error"}, 400 for malformed

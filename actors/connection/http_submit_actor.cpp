@@ -28,6 +28,17 @@ std::optional<http_event_in> http_submit_state::authorize(http_request_in& req) 
     finish({}, answer_for(auth.err), false);
     return std::nullopt;
   }
+  if (ctx.seen) {
+    auto use = ctx.seen->record(auth.token_key, auth.created_at + ctx.settings.policy.auth_window, now);
+    if (use != seen_tokens::use::first) {
+      finish({},
+             answer_for(use == seen_tokens::use::replayed
+                          ? status{ec::auth_required, nip98_replayed_reason}
+                          : status{ec::unavailable, "too many NIP-98 tokens in use, retry later"}),
+             false);
+      return std::nullopt;
+    }
+  }
   if (req.body.empty()) {
     finish({}, answer_for(status{ec::invalid, "empty body, expected an event"}), false);
     return std::nullopt;

@@ -15,6 +15,7 @@
 
 #include "actors/connection/connection_actor.hpp"
 #include "actors/support/env.hpp"
+#include "actors/support/seen_tokens.hpp"
 #include "gateway/node_api.hpp"
 #include "messages/interfaces.hpp"
 
@@ -29,6 +30,7 @@ struct http_submit_context {
   membership_actor membership;  // NIP-43 join and leave requests
   write_policy_actor policy;  // null without --write-policy
   node_env env;  // named "http-N" in traces
+  std::shared_ptr<seen_tokens> seen;  // the node's used NIP-98 tokens; null: not checked
   std::function<void(gateway::http_event_reply)> done;
 };
 

@@ -53,6 +53,11 @@ struct node_config {
   std::vector<std::string> trusted_proxies;
   int auth_deadline_seconds = 15;
   size_t max_unauthenticated = 0;  // 0: max_connections / 4
+  // POST /events in flight (each an actor until it is answered), on the node
+  // and per community; beyond either, 503 at once (0 = no cap).
+  size_t max_http_submits = 1024;
+  size_t max_http_submits_per_community = 256;
+  size_t max_http_submits_per_ip = 32;
   size_t health_reserve = 16;
   size_t max_outbound_bytes_total = 256u << 20;
   size_t socket_send_buffer = 256u << 10;

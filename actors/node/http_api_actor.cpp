@@ -14,14 +14,34 @@ void http_api_state::init(http_api_ptr self_ptr, http_api_context context) {
   ctx = std::move(context);
 }
 
+std::string http_api_state::replayed(const proto::nip98_result& auth) {
+  if (!ctx.seen)
+    return {};
+  auto use = ctx.seen->record(auth.token_key, auth.created_at + ctx.auth_window,
+                              ctx.env.sources.unix_now());
+  if (use == seen_tokens::use::first)
+    return {};
+  if (use == seen_tokens::use::replayed)
+    return std::string{"auth-required: "} + nip98_replayed_reason;
+  return "unavailable: too many NIP-98 tokens in use, retry later";
+}
+
 void http_api_state::on_manage(manage_call_in& call) {
   auto auth = proto::verify_nip98(call.authorization, "POST", call.host, call.target, call.body,
                                   ctx.env.sources.unix_now(), ctx.auth_window, true);
   if (!auth.ok)
     return finish({401, rpc_error_body(auth.err.message())});
+  if (auto refused = replayed(auth); !refused.empty())
+    return finish({refused.rfind("auth-required:", 0) == 0 ? uint16_t{401} : uint16_t{503},
+                   rpc_error_body(refused)});
+  // The management actor ends the call by the deadline (504, rolled back);
+  // this actor waits a grace longer, for an answer stuck in its commit.
+  auto deadline = std::chrono::steady_clock::now() + ctx.answer_timeout;
+  auto deadline_ns
+    = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   self
-    ->request(ctx.management, ctx.answer_timeout,
-              manage_request{ctx.community_id, auth.pubkey, std::move(call.body)})
+    ->request(ctx.management, ctx.answer_timeout + manage_answer_grace,
+              manage_request{ctx.community_id, auth.pubkey, std::move(call.body), deadline_ns})
     .then(
       [this](manage_reply& r) {
         // Like a NIP-43 leave: the removed key's subscriptions end before
@@ -31,7 +51,8 @@ void http_api_state::on_manage(manage_call_in& call) {
         finish({r.http_status, std::move(r.body)});
       },
       [this](caf::error&) {
-        // The call may still commit after this: say so, not "nothing changed".
+        // Its commit began before the deadline and has not ended since: it
+        // may still land, so say so, not "nothing changed".
         finish({503, rpc_error_body("unavailable: no answer in time; the call may still be "
                                     "applied, list to check")});
       });
@@ -44,6 +65,9 @@ void http_api_state::on_listener(listener_call_in& call) {
                                   ctx.auth_window, !call.list);
   if (!auth.ok)
     return finish({401, json_error_body(auth.err.message())});
+  if (auto refused = replayed(auth); !refused.empty())
+    return finish({refused.rfind("auth-required:", 0) == 0 ? uint16_t{401} : uint16_t{503},
+                   json_error_body(refused)});
   if (!ctx.operator_listeners.count(auth.pubkey))
     return finish({403, json_error_body("restricted: " + auth.pubkey
                                         + " is not a configured operator listener")});
@@ -65,6 +89,9 @@ void http_api_state::on_cluster(cluster_call_in& call) {
                                   ctx.env.sources.unix_now(), ctx.auth_window, false);
   if (!auth.ok)
     return finish({401, json_error_body(auth.err.message())});
+  if (auto refused = replayed(auth); !refused.empty())
+    return finish({refused.rfind("auth-required:", 0) == 0 ? uint16_t{401} : uint16_t{503},
+                   json_error_body(refused)});
   if (!ctx.operator_pubkeys.count(auth.pubkey))
     return finish({403, json_error_body("restricted: " + auth.pubkey + " is not an operator")});
   try {

@@ -18,10 +18,17 @@
 
 #include "actors/node/node_supervisor.hpp"
 #include "actors/support/env.hpp"
+#include "actors/support/seen_tokens.hpp"
 #include "gateway/node_api.hpp"
 #include "messages/interfaces.hpp"
+#include "messages/proto/nip98.hpp"
 
 namespace waggle {
+
+// How much longer than a NIP-86 call's deadline the caller waits: the
+// management actor answers 504 itself by the deadline unless its commit,
+// begun before it, is stuck.
+inline constexpr std::chrono::milliseconds manage_answer_grace{std::chrono::seconds(5)};
 
 struct http_api_context {
   int64_t community_id = 0;
@@ -37,6 +44,7 @@ struct http_api_context {
   // How long the management actor or the registry may take to answer.
   std::chrono::milliseconds answer_timeout{std::chrono::seconds(10)};
   node_env env;  // named "manage-N" or "listener-N"
+  std::shared_ptr<seen_tokens> seen;  // the node's used NIP-98 tokens; null: not checked
   std::function<void(gateway::http_rpc_reply)> done;
 };
 
@@ -57,6 +65,8 @@ struct http_api_state {
 
  private:
   void finish(gateway::http_rpc_reply reply);
+  // Empty when the token is used for the first time; else the refusal.
+  std::string replayed(const proto::nip98_result& auth);
 };
 
 http_api_actor::behavior_type http_api_actor_impl(http_api_ptr self, http_api_context ctx);

@@ -25,6 +25,7 @@
 #include "actors/node/http_api_actor.hpp"
 #include "actors/support/trim_policy.hpp"
 #include "actors/connection/http_submit_actor.hpp"
+#include "gateway/ip_admission.hpp"
 #include "actors/support/log.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "messages/proto/nip29.hpp"
@@ -136,7 +137,8 @@ node::node(node_config cfg, node_env env)
                                snapshot_);
   management_settings mgmt{cfg_.database_url, {}};
   mgmt.operator_pubkeys.insert(cfg_.operator_pubkeys.begin(), cfg_.operator_pubkeys.end());
-  management_ = system_->spawn<caf::detached>(management_actor_impl, std::move(mgmt));
+  for (size_t i = 0; i < management_workers; ++i)
+    management_.push_back(system_->spawn<caf::detached>(management_actor_impl, mgmt));
   start_bus();
   if (cfg_.bus != "inproc")
     start_cluster();
@@ -238,7 +240,8 @@ void node::stop() {
   if (!system_)
     return;
   caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(management_, caf::exit_reason::user_shutdown);
+  for (auto& worker : management_)
+    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus_probe_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cluster_relay_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cluster_tail_, caf::exit_reason::user_shutdown);
@@ -255,7 +258,7 @@ void node::stop() {
   // (the membership actor's, the write-policy plugin's) waits for its actor to be
   // destroyed before the actor system can be.
   board_->set({});
-  management_ = nullptr;  // a strong handle, like the board's
+  management_.clear();  // strong handles, like the board's
   bus_probe_ = nullptr;
   cluster_relay_ = nullptr;
   cluster_tail_ = nullptr;
@@ -482,8 +485,53 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   return conn;
 }
 
+std::shared_ptr<node::submit_slot> node::submit_slot::take(const std::shared_ptr<submit_slots>& slots,
+                                                          const node_config& cfg, int64_t community,
+                                                          const std::string& ip) {
+  std::lock_guard guard{slots->mtx};
+  auto over = [](size_t cap, size_t n) { return cap != 0 && n >= cap; };
+  auto c = slots->by_community.find(community);
+  auto a = slots->by_address.find(ip);
+  if (over(cfg.max_http_submits, slots->total)
+      || over(cfg.max_http_submits_per_community, c == slots->by_community.end() ? 0 : c->second)
+      || over(cfg.max_http_submits_per_ip, a == slots->by_address.end() ? 0 : a->second))
+    return nullptr;
+  ++slots->total;
+  ++slots->by_community[community];
+  ++slots->by_address[ip];
+  return std::make_shared<submit_slot>(slots, community, ip);
+}
+
+node::submit_slot::~submit_slot() {
+  {
+    std::lock_guard guard{slots->mtx};
+    --slots->total;
+    if (auto i = slots->by_community.find(community); --i->second == 0)
+      slots->by_community.erase(i);
+    if (auto i = slots->by_address.find(ip); --i->second == 0)
+      slots->by_address.erase(i);
+  }
+  if (stats)
+    --stats->http_submits_in_flight;
+}
+
 void node::submit_event(const community& c, gateway::http_event_request request,
                         std::function<void(gateway::http_event_reply)> done) {
+  // Each POST is an actor until answered, and needs no key to be made: one
+  // client's or one community's flood must not take the node's memory, nor
+  // the others' turn.
+  auto slot = submit_slot::take(submits_, cfg_, c.id,
+                                gateway::address_key(request.remote_ip, cfg_.ipv6_prefix));
+  if (!slot) {
+    if (env_.stats)
+      ++env_.stats->http_submits_refused;
+    done({{}, false, "rate-limited: too many POST /events in flight, retry later", 503});
+    return;
+  }
+  if (env_.stats) {
+    ++env_.stats->http_submits_in_flight;
+    slot->stats = env_.stats;
+  }
   auto handles = board_->get();
   http_submit_context ctx;
   ctx.settings = connection_settings_for(cfg_, relay_pubkey_, c.id, "",
@@ -498,8 +546,12 @@ void node::submit_event(const community& c, gateway::http_event_request request,
   auto name = "http-" + std::to_string(++http_requests_);
   ctx.env = env_.for_actor(name);
   ctx.done = std::move(done);
+  ctx.seen = seen_tokens_;
   auto trace = ctx.env.trace;
   auto worker = system_->spawn(http_submit_actor_impl, std::move(ctx));
+  // The slot goes back when the actor ends (or, should anything above have
+  // thrown, when `slot` goes out of scope here).
+  worker->attach_functor([slot = std::move(slot)] {});
   if (trace)
     trace->spawned(name, caf::actor_cast<caf::actor>(worker));
   caf::anon_send(worker, http_request_in{std::move(request.authorization), std::move(request.host),
@@ -534,7 +586,8 @@ http_api_actor node::spawn_http_api(const community& c, const std::string& name_
   http_api_context ctx;
   ctx.community_id = c.id;
   ctx.auth_window = cfg_.auth_window;
-  ctx.management = management_;
+  ctx.management = management_[static_cast<uint64_t>(c.id) % management_.size()];
+  ctx.seen = seen_tokens_;
   ctx.board = board_;
   ctx.operator_listeners = cfg_.operator_listeners;
   ctx.env = env_.for_actor(name_prefix + std::to_string(++http_requests_));

@@ -10,12 +10,14 @@
 #include <mutex>
 #include <thread>
 #include <set>
+#include <unordered_map>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
 #include "actors/bus/bus_probe.hpp"
 #include "actors/node/config.hpp"
+#include "actors/support/seen_tokens.hpp"
 #include "db/push_store.hpp"
 #include "actors/connection/connection_actor.hpp"
 #include "actors/ingest/ingest_actor.hpp"
@@ -103,7 +105,10 @@ class node {
   node_supervisor_actor supervisor_;
   // NIP-86 calls (docs/management.md): owned by the node, not supervised;
   // it survives a lost database through its session's reconnect.
-  management_actor management_;
+  // NIP-86 calls, by community: a call stuck on a lock holds up only the
+  // communities of its worker (docs/management.md).
+  static constexpr size_t management_workers = 4;
+  std::vector<management_actor> management_;
   std::string node_id_;
   bus_actor bus_;
   void start_bus();
@@ -115,6 +120,31 @@ class node {
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> connections_opened_{0};  // names them conn-1, conn-2, ... in traces
   std::atomic<uint64_t> http_requests_{0};       // http-1, http-2, ...
+  // POST /events in flight, by community (cfg max_http_submits*). Shared with
+  // each request's actor, which gives its slot back when it ends.
+  struct submit_slots {
+    std::mutex mtx;
+    size_t total = 0;
+    std::unordered_map<int64_t, size_t> by_community;
+    std::unordered_map<std::string, size_t> by_address;
+  };
+  // One POST's place in all three counts, given back when destroyed.
+  struct submit_slot {
+    submit_slot(std::shared_ptr<submit_slots> s, int64_t c, std::string a)
+      : slots(std::move(s)), community(c), ip(std::move(a)) {}
+    ~submit_slot();
+    // Null when a cap is reached.
+    static std::shared_ptr<submit_slot> take(const std::shared_ptr<submit_slots>& slots,
+                                             const node_config& cfg, int64_t community,
+                                             const std::string& ip);
+    std::shared_ptr<submit_slots> slots;
+    int64_t community;
+    std::string ip;
+    std::shared_ptr<waggle::metrics> stats;  // its in-flight gauge, when there is one
+  };
+  std::shared_ptr<submit_slots> submits_ = std::make_shared<submit_slots>();
+  // NIP-98 tokens used on this node, refused a second time (seen_tokens.hpp).
+  std::shared_ptr<seen_tokens> seen_tokens_ = std::make_shared<seen_tokens>();
   mutable std::mutex conn_mtx_;
   std::set<connection_actor> connections_;
 };

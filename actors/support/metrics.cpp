@@ -96,6 +96,11 @@ std::string metrics::render() const {
   };
   gauge("waggle_connections", "Open WebSocket connections.", connections.load());
   gauge("waggle_live_subscriptions", "Live REQ subscriptions.", live_subscriptions.load());
+  gauge("waggle_http_submits_in_flight", "POST /events being answered.",
+        http_submits_in_flight.load());
+  counter("waggle_http_submits_refused_total",
+          "POST /events answered 503 over the node's or the community's cap of ones in flight.",
+          http_submits_refused.load());
   gauge("waggle_roster_actors", "Live roster actors (channels changed recently).",
         roster_actors.load());
   counter("waggle_rosters_published_total",

@@ -45,6 +45,8 @@ class metrics {
   metrics();
 
   std::atomic<int64_t> connections{0};
+  std::atomic<int64_t> http_submits_in_flight{0};     // POST /events being answered
+  std::atomic<uint64_t> http_submits_refused{0};      // 503: over a cap of in-flight POSTs
   std::atomic<int64_t> live_subscriptions{0};
   std::atomic<int64_t> roster_actors{0};  // the group actor's, stopped when idle
   std::atomic<uint64_t> rosters_published{0};  // roster publications this node committed

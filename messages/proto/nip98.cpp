@@ -186,7 +186,10 @@ nip98_result verify_nip98(std::string_view authorization, std::string_view metho
 
   if (!proto::verify_signature(ev))
     return fail("Authorization event signature is invalid");
-  return {true, ev.pubkey, {}};
+  nip98_result ok{true, ev.pubkey, {}};
+  ok.token_key = ev.sig;
+  ok.created_at = ev.created_at;
+  return ok;
 }
 
 std::string make_nip98(std::string_view secret_hex, std::string_view url, std::string_view method,

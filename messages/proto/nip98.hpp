@@ -25,6 +25,14 @@ struct nip98_result {
   std::string pubkey;   // the authenticated key when ok
   status err;           // ec::auth_required and why, when not ok
   bool missing_payload = false;  // refused for want of a `payload` tag (counted apart)
+  // When ok: what tells this token from any other, and its created_at, so
+  // that the caller can refuse a token used before
+  // (actors/support/seen_tokens.hpp). The signature, not the event id: a
+  // client that signs the same request twice within a second signs the same
+  // id, but BIP-340's random nonce gives it another signature, which no one
+  // else can make (signatures are not malleable); a replay is the same bytes.
+  std::string token_key;
+  int64_t created_at = 0;
 };
 
 // Checks an `Authorization: Nostr <base64 event>` header value against the

@@ -6,6 +6,8 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <future>
+#include <thread>
 
 #include "db/membership_store.hpp"
 #include "tests/e2e/node_fixture.hpp"
@@ -45,6 +47,7 @@ class management_e2e : public node_e2e {
     auto delta = db::add_community(*conn, "delta.test", "Delta", community_policy::closed);
     ASSERT_TRUE(gamma && delta);
     gamma_ = gamma->id;
+    delta_ = delta->id;
     auto pk = [](int n) { return proto::pubkey_of(pgtest::secret(n)); };
     ASSERT_TRUE(db::add_member(*conn, gamma_, pk(21), member_role::owner, {}));
     ASSERT_TRUE(db::add_member(*conn, gamma_, pk(23), member_role::member, {}));
@@ -107,6 +110,7 @@ class management_e2e : public node_e2e {
   }
 
   static inline int64_t gamma_ = 0;
+  static inline int64_t delta_ = 0;
   const std::string owner = pgtest::secret(21);
   const std::string member = pgtest::secret(23);
   const std::string stranger = pgtest::secret(24);
@@ -468,6 +472,104 @@ TEST_F(management_e2e, an_admin_cannot_remove_or_ban_an_owner) {
   // An admin still manages members.
   auto r = rpc(admin, R"({"method":"allowpubkey","params":[")" + proto::pubkey_of(pgtest::secret(33)) + R"("]})");
   EXPECT_NE(r.body.find("\"error\":null"), std::string::npos) << r.body;
+}
+
+}  // namespace
+}  // namespace waggle::e2e
+
+namespace waggle::e2e {
+namespace {
+
+// A stranger may be refused as fast as they can sign: each refusal wrote an
+// audit row with up to 8 KB of params (about 3.7 MB/s under a flood). Now a
+// refusal's row keeps 256 bytes of params, and a community gets at most 100
+// such rows at once and 2 a second after (docs/management.md, "Audit").
+TEST_F(management_e2e, a_strangers_refusals_are_audited_small_and_bounded) {
+  auto conn = db_->connect();
+  auto zeta = db::add_community(*conn, "zeta.test", "Zeta", community_policy::closed);
+  ASSERT_TRUE(zeta);
+  ASSERT_TRUE(pgtest::eventually([] { return node_->api().find_community("zeta.test").has_value(); }));
+  const std::string body
+    = R"({"method":"allowpubkey","params":[")" + stranger_pk + R"(",")" + std::string(8000, 'x') + R"("]})";
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 150; ++i)
+    ASSERT_EQ(rpc(stranger, body, with_u("http://zeta.test/"), "zeta.test").status, 403u);
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  pqxx::read_transaction tx(*conn);
+  auto r = tx.exec_params("SELECT count(*), coalesce(max(octet_length(params)), 0) FROM community_audit "
+                          "WHERE community_id = $1",
+                          zeta->id)[0];
+  EXPECT_LE(r[0].as<int64_t>(), 100 + static_cast<int64_t>(2 * seconds) + 1) << seconds << " s";
+  EXPECT_GE(r[0].as<int64_t>(), 100);
+  EXPECT_LE(r[1].as<int64_t>(), 256);
+}
+
+// NIP-98 tokens were replayable within the auth window: a captured ban,
+// undone by the owner, could be sent again. Now the second use is a 401 and
+// leaves no audit row.
+TEST_F(management_e2e, a_nip98_token_is_good_once) {
+  const std::string body = R"({"method":"changerelaydescription","params":["once"]})";
+  unsigned char digest[32];
+  SHA256(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
+  auto auth = signed_event(owner, 27235, "",
+                           {{"u", "http://gamma.test/"}, {"method", "POST"},
+                            {"payload", proto::to_hex(digest, 32)}});
+  auto send = [&] {
+    return gateway::http_request("127.0.0.1", port_, "POST", "/",
+                                 {{"Host", "gamma.test"},
+                                  {"Content-Type", "application/nostr+json+rpc"},
+                                  {"Authorization", "Nostr " + base64(auth.raw)}},
+                                 body);
+  };
+  const auto before = audits("changerelaydescription", true);
+  EXPECT_EQ(send().status, 200u);
+  auto again = send();
+  EXPECT_EQ(again.status, 401u) << again.body;
+  EXPECT_NE(again.body.find("already used"), std::string::npos) << again.body;
+  EXPECT_EQ(audits("changerelaydescription", true), before + 1);
+}
+
+// A call stuck behind a lock: it used to hold the node's one management actor
+// (every community's calls waited), and to commit after its caller had been
+// answered 503. Now the call's own deadline ends it: 504, rolled back, the
+// change never lands; and a call of another community is answered meanwhile.
+TEST_F(management_e2e, a_call_stuck_on_a_lock_ends_by_its_deadline_without_holding_up_others) {
+  ASSERT_NE(gamma_ % 4, delta_ % 4) << "the two communities must have different workers";
+  auto holder = db_->connect();
+  auto name_of_gamma = [&] {
+    auto conn = db_->connect();
+    pqxx::read_transaction tx(*conn);
+    return tx.exec_params("SELECT name FROM communities WHERE id = $1", gamma_)[0][0].as<std::string>();
+  };
+  const auto name_before = name_of_gamma();
+  pqxx::work lock(*holder);
+  lock.exec_params("SELECT 1 FROM communities WHERE id = $1 FOR UPDATE", gamma_);
+  std::promise<gateway::http_response> stuck;
+  auto stuck_answer = stuck.get_future();
+  std::thread caller([&] { stuck.set_value(rpc(owner, R"({"method":"changerelayname","params":["Stuck"]})")); });
+  // The call waits on the row lock before the other community's call is made.
+  ASSERT_TRUE(pgtest::eventually([&] {
+    auto conn = db_->connect();
+    pqxx::read_transaction tx(*conn);
+    return tx.exec("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND datname = current_database()")[0][0]
+             .as<int64_t>() > 0;
+  }));
+  auto t0 = std::chrono::steady_clock::now();
+  auto other = rpc(other_owner, R"({"method":"listallowedpubkeys","params":[]})",
+                   with_u("http://delta.test/"), "delta.test");
+  auto other_took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(other.status, 200u) << other.body;
+  EXPECT_LT(other_took, std::chrono::seconds(2));
+  ASSERT_EQ(stuck_answer.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  caller.join();
+  auto r = stuck_answer.get();
+  EXPECT_EQ(r.status, 504u) << r.body;
+  EXPECT_NE(r.body.find("nothing was applied"), std::string::npos) << r.body;
+  lock.abort();  // the lock goes; nothing may commit now
+  // Before, the change committed the moment the lock went.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(name_of_gamma(), name_before);
 }
 
 }  // namespace
