@@ -16,7 +16,7 @@
 # side's own (to compare two builds of the tool on one relay: two build dirs that hold the same
 # waggle and different waggle-load). Runs default to 3; the summary
 # lines go to stdout, the tool's reports to $WAGGLE_DATA_DIR/ab/ (default /tmp/waggle-ab).
-# Uses the private PostgreSQL of ./scripts/pg "run" (WAGGLE_PG_PORT, default 55433).
+# Uses the private PostgreSQL of ./scripts/pg "run" (WAGGLE_PG_PORT, default 15433).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"

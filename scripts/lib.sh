@@ -5,8 +5,8 @@
 # Environment (all optional):
 #   WAGGLE_DATA_DIR      where local state lives (default: <checkout>/.waggle)
 #   WAGGLE_PORT          relay port of ./scripts/run (default 7777)
-#   WAGGLE_PG_PORT       port of the private PostgreSQL of ./scripts/run (default 55433)
-#   WAGGLE_TEST_PG_PORT  port of the private PostgreSQL of ./scripts/test (default 55434)
+#   WAGGLE_PG_PORT       port of the private PostgreSQL of ./scripts/run (default 15433)
+#   WAGGLE_TEST_PG_PORT  port of the private PostgreSQL of ./scripts/test (default 15434)
 #   WAGGLE_TEST_STANDBY_PORT  port of its streaming standby (default WAGGLE_TEST_PG_PORT + 10)
 #   WAGGLE_STANDBY_PORT  port of the standby of the run cluster, WAGGLE_REPLICAS=1 (default
 #                        WAGGLE_PG_PORT + 10)
@@ -20,8 +20,8 @@
 WAGGLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 : "${WAGGLE_DATA_DIR:=$WAGGLE_ROOT/.waggle}"
 : "${WAGGLE_PORT:=7777}"
-: "${WAGGLE_PG_PORT:=55433}"
-: "${WAGGLE_TEST_PG_PORT:=55434}"
+: "${WAGGLE_PG_PORT:=15433}"
+: "${WAGGLE_TEST_PG_PORT:=15434}"
 : "${WAGGLE_TEST_STANDBY_PORT:=$((WAGGLE_TEST_PG_PORT + 10))}"
 : "${WAGGLE_STANDBY_PORT:=$((WAGGLE_PG_PORT + 10))}"
 : "${WAGGLE_BUILD_DIR:=$WAGGLE_ROOT/build/release}"

@@ -28,7 +28,7 @@
 #include "bench/load/push_gateway_mock.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/proto/nip98.hpp"
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/event_builder.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 
 #include "messages/proto/event.hpp"
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/event_builder.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"

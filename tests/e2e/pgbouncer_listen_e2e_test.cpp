@@ -40,7 +40,7 @@
 #include <pqxx/pqxx>
 
 #include "db/operator_outbox.hpp"
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/e2e/listener_server.hpp"
 #include "tests/e2e/node_fixture.hpp"
 #include "tests/e2e/pgbouncer_process.hpp"

@@ -34,7 +34,7 @@
 
 #include <boost/asio.hpp>
 
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 
 extern char** environ;
 

@@ -23,7 +23,7 @@
 
 #include <pqxx/pqxx>
 
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/e2e/node_fixture.hpp"
 #include "tests/support/standby.hpp"
 #include "tests/support/test_paths.hpp"

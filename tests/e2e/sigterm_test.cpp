@@ -14,7 +14,7 @@
 #include <boost/asio.hpp>
 
 #include "tests/support/ws_client.hpp"
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "messages/proto/event.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"

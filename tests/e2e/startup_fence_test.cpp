@@ -20,7 +20,7 @@
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
 #include "tests/support/ws_client.hpp"
-#include "tests/e2e/free_port.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"
 

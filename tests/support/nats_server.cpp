@@ -1,5 +1,7 @@
 #include "tests/support/nats_server.hpp"
 
+#include "tests/support/free_port.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -50,21 +52,6 @@ sockaddr_in loopback(uint16_t port) {
   return addr;
 }
 
-// A port nobody listens on now (the kernel's choice for a bind to port 0).
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  auto addr = loopback(0);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0)
-      ::close(fd);
-    throw std::runtime_error("no free loopback port for nats-server");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 bool accepts(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
@@ -91,7 +78,7 @@ nats_test_server::nats_test_server(int64_t max_payload) {
   // A port is free when chosen, not necessarily when the server binds it:
   // another process may take it in between, so a few tries.
   for (int attempt = 0;; ++attempt) {
-    port_ = free_port();
+    port_ = e2e::free_port();
     try {
       start();
       return;

@@ -3,7 +3,7 @@
 // Shared fixture of the PostgreSQL-backed tests (tests/db).
 //
 // WAGGLE_TEST_DATABASE_URL names a server where the user may CREATE DATABASE
-// (e.g. postgresql://postgres@127.0.0.1:55432/postgres). Unset or unreachable
+// (e.g. postgresql://postgres@127.0.0.1:15434/postgres). Unset or unreachable
 // is a test FAILURE, never a skip (docs/testing.md).
 //
 // Every test process creates its own fresh database (name: pid + counter),
@@ -170,7 +170,7 @@ struct shared_db {
       shared_db s;
       if (admin_url().empty()) {
         s.error = "WAGGLE_TEST_DATABASE_URL is not set (a PostgreSQL URL where CREATE DATABASE "
-                  "is allowed, e.g. postgresql://postgres@127.0.0.1:55432/postgres)";
+                  "is allowed, e.g. postgresql://postgres@127.0.0.1:15434/postgres)";
         return s;
       }
       try {

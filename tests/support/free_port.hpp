@@ -1,9 +1,11 @@
 #pragma once
 
-// A TCP port on 127.0.0.1 for a relay binary a test starts. Picked below the
-// kernel's ephemeral range: a port inside it (what binding port 0 returns)
-// can be taken between the pick and the relay's bind by any outgoing
-// connection, the relay's own connections to PostgreSQL included.
+// A TCP port on 127.0.0.1 for a server a test starts (a relay, nats-server,
+// pgbouncer). Picked below the kernel's ephemeral range: a port inside it
+// (what binding port 0 returns) can be taken between the pick and the
+// server's bind by any outgoing connection, and a server restarted on the
+// same port finds it held by a client's TIME_WAIT socket for a minute.
+// 20000 and up, so never the private PostgreSQL ports of scripts/lib.sh.
 
 #include <cstdint>
 #include <fstream>
