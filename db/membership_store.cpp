@@ -54,6 +54,10 @@ std::string community_membership_lock_key(int64_t community_id) {
   return "waggle_community_membership:" + std::to_string(community_id);
 }
 
+std::string invites_lock_key(int64_t community_id) {
+  return "waggle_invites:" + std::to_string(community_id);
+}
+
 community_access read_community_access(pqxx::connection& conn, int64_t community_id,
                                        const std::vector<std::string>& pubkeys,
                                        read_budget* budget) {
@@ -197,7 +201,8 @@ void audit(pqxx::transaction_base& tx, int64_t community_id, const std::string& 
 }
 
 status create_invite(pqxx::connection& conn, int64_t community_id, const std::string& creator,
-                     const std::string& code, int64_t now, int64_t expires_at) {
+                     const std::string& code, int64_t now, int64_t expires_at,
+                     const invite_limits& limits) {
   auto r = in_transaction(conn, [&](pqxx::work& tx) -> result<bool> {
     auto policy = tx.exec_params("SELECT policy FROM communities WHERE id = $1", community_id);
     if (policy.empty() || policy[0][0].as<std::string>() != "invite")
@@ -205,6 +210,26 @@ status create_invite(pqxx::connection& conn, int64_t community_id, const std::st
     auto role = role_of(tx, community_id, creator);
     if (!role || *role == member_role::member)
       return make_status(ec::restricted, "only the community's owners and admins may invite");
+    lock_exclusive(tx, invites_lock_key(community_id));
+    tx.exec_params("DELETE FROM community_invites WHERE community_id = $1 AND claimed_by IS NULL "
+                   "AND expires_at <= to_timestamp($2)",
+                   community_id, now);
+    auto open = tx.exec_params(
+      "SELECT count(*), count(*) FILTER (WHERE created_by = decode($2, 'hex')) "
+      "FROM community_invites WHERE community_id = $1 AND claimed_by IS NULL",
+      community_id, creator);
+    auto in_community = open[0][0].as<int64_t>();
+    auto by_minter = open[0][1].as<int64_t>();
+    if (limits.open_per_minter > 0 && by_minter >= limits.open_per_minter)
+      return make_status(ec::rate_limited,
+                         "you hold " + std::to_string(by_minter) +
+                           " open invite codes, the most one admin may; wait for some to be "
+                           "claimed or to expire");
+    if (limits.open_per_community > 0 && in_community >= limits.open_per_community)
+      return make_status(ec::rate_limited,
+                         "this community holds " + std::to_string(in_community) +
+                           " open invite codes, the most it may; wait for some to be claimed or "
+                           "to expire");
     tx.exec_params(
       "INSERT INTO community_invites (community_id, code_hash, created_by, created_at, expires_at) "
       "VALUES ($1, sha256(convert_to($2, 'UTF8')), decode($3, 'hex'), to_timestamp($4), "

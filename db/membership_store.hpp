@@ -25,6 +25,8 @@ namespace waggle::db {
 class read_budget;  // db/read_budget.hpp: the time a read may spend, all statements together
 
 std::string community_membership_lock_key(int64_t community_id);
+// Held by an invite's mint while it counts the open codes (docs/lock-protocol.md).
+std::string invites_lock_key(int64_t community_id);
 
 // Read access of `pubkeys` (hex) to a community: the facts a grant is made of.
 struct community_access {
@@ -76,10 +78,24 @@ void audit(pqxx::transaction_base& tx, int64_t community_id, const std::string& 
 
 // -- NIP-43 -------------------------------------------------------------------
 
+// How many codes may be open (unclaimed, unexpired) at once. A code is a row
+// and a key into the community: without a bound one admin's client (or a
+// stolen admin key) fills the table and hands out an unbounded number of
+// ways in. 0 = no bound.
+struct invite_limits {
+  int64_t open_per_minter = 100;
+  int64_t open_per_community = 1000;
+};
+
 // Stores a fresh invite code (only its hash), valid until `expires_at`.
-// Refused unless the community takes invites and `creator` is an owner or admin.
+// Refused unless the community takes invites and `creator` is an owner or admin;
+// rate_limited when `creator` or the community holds `limits` open codes.
+// Counted under the community's invites lock (docs/lock-protocol.md), so two
+// nodes minting at once cannot both take the last place. Expired codes nobody
+// claimed are deleted on the way: they open nothing and only fill the table.
 status create_invite(pqxx::connection& conn, int64_t community_id, const std::string& creator,
-                     const std::string& code, int64_t now, int64_t expires_at);
+                     const std::string& code, int64_t now, int64_t expires_at,
+                     const invite_limits& limits = {});
 
 enum class claim_outcome : uint8_t {
   accepted,        // the code was good: the key is a member now

@@ -105,7 +105,7 @@ invite_reply membership_state::on_invite(const invite_request& req) {
     reply.err = {ec::restricted, "only the community's owners and admins may invite"};
     for (const auto& pk : req.pubkeys) {
       auto st = db::create_invite(*conn, req.community_id, pk, code, now,
-                                  now + settings.invite_ttl_seconds);
+                                  now + settings.invite_ttl_seconds, settings.invites);
       if (st.ok()) {
         reply.err = {};
         reply.invite = std::make_shared<const proto::event>(

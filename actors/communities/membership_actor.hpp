@@ -13,6 +13,7 @@
 
 #include "actors/support/env.hpp"
 #include "db/group_store.hpp"
+#include "db/membership_store.hpp"
 #include "db/session.hpp"
 #include "messages/interfaces.hpp"
 
@@ -20,6 +21,7 @@ namespace waggle {
 
 struct membership_settings {
   int64_t invite_ttl_seconds = 24 * 3600;
+  db::invite_limits invites;  // open codes per minter and per community
 };
 
 struct membership_state;

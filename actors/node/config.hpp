@@ -58,6 +58,9 @@ struct node_config {
   size_t max_http_submits = 1024;
   size_t max_http_submits_per_community = 256;
   size_t max_http_submits_per_ip = 32;
+  // NIP-43 invite codes open (unclaimed, unexpired) at once (0 = no cap).
+  int64_t max_open_invites_per_admin = 100;
+  int64_t max_open_invites_per_community = 1000;
   size_t health_reserve = 16;
   size_t max_outbound_bytes_total = 256u << 20;
   size_t socket_send_buffer = 256u << 10;

@@ -181,8 +181,10 @@ void node_supervisor_state::spawn_membership() {
   auto watcher = sys.spawn<caf::detached>(community_watcher_actor_impl, cfg.database_url, signer,
                                           handles.hub, directory, env,
                                           community_watcher_settings{});
+  membership_settings membership_cfg;
+  membership_cfg.invites = {cfg.max_open_invites_per_admin, cfg.max_open_invites_per_community};
   handles.membership = sys.spawn<caf::detached>(membership_actor_impl, cfg.database_url, signer,
-                                                watcher, handles.hub, env, membership_settings{});
+                                                watcher, handles.hub, env, membership_cfg);
   caf::actor_cast<caf::abstract_actor*>(handles.membership)->attach_functor([watcher] {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
   });

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/db/channel_fixture.hpp"
+#include "db/advisory_locks.hpp"
 #include "db/community_store.hpp"
 #include "db/event_store.hpp"
 #include "db/membership_store.hpp"
@@ -179,6 +180,73 @@ TEST_F(CommunityAccessTest, AnUnbannedMemberIsBackOnTheList) {
   ban(false);
   auto pub = db::publish_access_changes(conn(), c, relay(), wall_now() + 1);
   EXPECT_EQ(pub.members, (std::vector<std::string>{std::min(pk(1), pk(2)), std::max(pk(1), pk(2))}));
+}
+
+// Issue 34 (invite codes without a limit per minter and per community): open
+// codes are bounded per minter and per community; a claimed code frees its
+// place, and an expired unclaimed one is deleted by the next mint.
+TEST_F(CommunityAccessTest, OpenInviteCodesAreBoundedPerMinterAndPerCommunity) {
+  auto c = closed_community(community_policy::invite);
+  ASSERT_TRUE(db::add_member(conn(), c, pk(1), member_role::admin, "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(2), member_role::admin, "").has_value());
+  auto now = wall_now();
+  db::invite_limits limits{2, 3};
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(1), "a1", now, now + 60, limits).ok());
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(1), "a2", now, now + 60, limits).ok());
+  auto third = db::create_invite(conn(), c, pk(1), "a3", now, now + 60, limits);
+  EXPECT_EQ(third.code, ec::rate_limited);
+  EXPECT_NE(third.message().find("2 open invite codes"), std::string::npos) << third.message();
+  ASSERT_TRUE(db::create_invite(conn(), c, pk(2), "b1", now, now + 1, limits).ok());
+  auto full = db::create_invite(conn(), c, pk(2), "b2", now, now + 60, limits);
+  EXPECT_EQ(full.code, ec::rate_limited);
+  EXPECT_NE(full.message().find("this community holds 3"), std::string::npos) << full.message();
+  // A claim frees the minter's place.
+  ASSERT_EQ(db::claim_invite(conn(), c, pk(3), "a1", now).outcome, db::claim_outcome::accepted);
+  EXPECT_TRUE(db::create_invite(conn(), c, pk(1), "a3", now, now + 60, limits).ok());
+  // b1 expired unclaimed: the next mint deletes it and takes its place.
+  EXPECT_TRUE(db::create_invite(conn(), c, pk(2), "b2", now + 5, now + 65, limits).ok());
+  pqxx::nontransaction tx(conn());
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM community_invites WHERE community_id = $1 "
+                           "AND claimed_by IS NULL", c)[0][0].as<int>(), 3);
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM community_invites WHERE community_id = $1 "
+                           "AND claimed_by IS NOT NULL", c)[0][0].as<int>(), 1)
+    << "a claimed code is the record of who let whom in: it is kept";
+}
+
+// Two nodes minting at once cannot both take the last place: a mint counts
+// under the community's invites lock. Here another mint holds the lock with
+// the last code inserted and not yet committed; ours waits for it (seen in
+// pg_locks), then counts that code and is refused. Without the lock ours
+// would count before the other's commit and both would be stored.
+TEST_F(CommunityAccessTest, TwoMintsRacingForTheLastPlaceStoreOnlyOne) {
+  auto c = closed_community(community_policy::invite);
+  ASSERT_TRUE(db::add_member(conn(), c, pk(1), member_role::admin, "").has_value());
+  ASSERT_TRUE(db::add_member(conn(), c, pk(2), member_role::admin, "").has_value());
+  auto now = wall_now();
+  db::invite_limits limits{0, 1};
+  auto other = connect();
+  auto ours = connect();
+  auto observer = connect();
+  int our_pid = ours->backendpid();
+  pqxx::work held(*other);
+  db::lock_exclusive(held, db::invites_lock_key(c));
+  held.exec_params("INSERT INTO community_invites (community_id, code_hash, created_by, "
+                   "expires_at) VALUES ($1, sha256('other'::bytea), decode($2, 'hex'), "
+                   "to_timestamp($3))",
+                   c, pk(2), now + 60);
+  auto minted = std::async(std::launch::async, [&] {
+    return db::create_invite(*ours, c, pk(1), "ours", now, now + 60, limits);
+  });
+  bool waited = eventually([&] { return waits_on_advisory_lock(*observer, our_pid); },
+                           std::chrono::seconds(3));
+  held.commit();
+  auto st = minted.get();
+  EXPECT_TRUE(waited) << "the mint did not wait for the other's lock";
+  EXPECT_EQ(st.code, ec::rate_limited) << st.message();
+  pqxx::nontransaction tx(conn());
+  EXPECT_EQ(tx.exec_params("SELECT count(*) FROM community_invites WHERE community_id = $1", c)[0][0]
+              .as<int>(),
+            1);
 }
 
 // Must show 4: the capture of a 13534 holds the community's membership lock
