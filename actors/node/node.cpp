@@ -24,6 +24,7 @@
 #include "actors/communities/management_actor.hpp"
 #include "actors/node/http_api_actor.hpp"
 #include "actors/support/trim_policy.hpp"
+#include "actors/reads/heartbeat_ring.hpp"
 #include "actors/connection/http_submit_actor.hpp"
 #include "gateway/ip_admission.hpp"
 #include "actors/support/log.hpp"
@@ -624,6 +625,13 @@ proto::relay_info relay_info_for(const node_config& cfg, const std::string& rela
   info.max_reads_in_flight = cfg.max_reads_in_flight;
   info.read_tokens_per_second = cfg.read_rate_connection;
   info.read_token_burst = cfg.read_burst_connection;
+  if (!cfg.read_database_urls.empty()) {
+    // The heartbeat ring's window (actors/reads/heartbeat_ring) bounds a
+    // covered page's lag; a head read may be as old as its own max age.
+    info.replica_stale_removals_seconds =
+      std::max<int64_t>(heartbeat_ring::default_window.count(),
+                        (cfg.replica_read_max_age_ms + 999) / 1000);
+  }
   return info;
 }
 

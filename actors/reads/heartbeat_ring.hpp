@@ -45,7 +45,11 @@ struct ring_snapshot {
 class heartbeat_ring {
  public:
   using clock = ring_entry::clock;
-  explicit heartbeat_ring(std::chrono::milliseconds window = std::chrono::seconds(60))
+  // How far back entries are kept: a replica further behind proves nothing,
+  // which also bounds how long it may show a removed row (NIP-11 says so).
+  static constexpr std::chrono::seconds default_window{60};
+
+  explicit heartbeat_ring(std::chrono::milliseconds window = default_window)
     : window_(window), current_(std::make_shared<const ring_snapshot>()) {}
 
   std::shared_ptr<const ring_snapshot> snapshot() const;

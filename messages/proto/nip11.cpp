@@ -72,6 +72,13 @@ std::string relay_info_json(const relay_info& info) {
   w.Int64(info.read_tokens_per_second);
   w.Key("read_token_burst");
   w.Int64(info.read_token_burst);
+  // waggle's own: a replica's proof covers rows written, not rows removed,
+  // so a client that must not see a deleted event within this window reads
+  // it again after the window (docs/replicas.md#what-the-proof-does-not-cover-removals).
+  if (info.replica_stale_removals_seconds > 0) {
+    w.Key("replica_stale_removals_seconds");
+    w.Int64(info.replica_stale_removals_seconds);
+  }
   w.EndObject();
   w.EndObject();
   return buf.GetString();

@@ -33,6 +33,9 @@ struct relay_info {
   size_t max_reads_in_flight = 0;
   int64_t read_tokens_per_second = 0;
   int64_t read_token_burst = 0;
+  // With read replicas: how long a history page may still show an event that
+  // was deleted, expired or replaced (docs/replicas.md); 0 = no replicas.
+  int64_t replica_stale_removals_seconds = 0;
 };
 
 // The document as one JSON object (docs/protocol.md, "Limits").

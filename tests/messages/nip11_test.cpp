@@ -87,6 +87,18 @@ TEST(Nip11, OffersNip43AndNip50OnlyWhenAsked) {
             (std::vector<int>{1, 9, 11, 29, 40, 42, 43, 45, 50, 86, 98}));
 }
 
+// Issue 34: a replica's proof covers rows written, not rows removed; with
+// replicas the document says for how long a deleted event may still be read.
+TEST(Nip11, StatesHowLongAReplicaMayShowARemovedEventOnlyWithReplicas) {
+  auto info = sample();
+  auto without = parse(proto::relay_info_json(info));
+  EXPECT_FALSE(without["limitation"].HasMember("replica_stale_removals_seconds"));
+  info.replica_stale_removals_seconds = 60;
+  auto with = parse(proto::relay_info_json(info));
+  ASSERT_TRUE(with["limitation"].HasMember("replica_stale_removals_seconds"));
+  EXPECT_EQ(with["limitation"]["replica_stale_removals_seconds"].GetInt64(), 60);
+}
+
 TEST(Nip11, AnIconIsSentWhenSet) {
   auto info = sample();
   info.icon = "https://example.com/bee.png";
