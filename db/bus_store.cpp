@@ -10,7 +10,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/transaction>
 
-#include "db/replica_pool.hpp"
+#include "db/conninfo.hpp"
 #include "db/sql_util.hpp"
 
 namespace waggle::db::bus {
@@ -40,7 +40,7 @@ std::string text_array(const std::vector<std::string>& values) {
 std::unique_ptr<pqxx::connection> open(const std::string& url, const std::string& role,
                                        std::chrono::milliseconds statement_timeout) {
   using namespace std::chrono_literals;
-  auto conn = std::make_unique<pqxx::connection>(replica_conninfo(url, "bus-" + role, 10s));
+  auto conn = std::make_unique<pqxx::connection>(guarded_conninfo(url, "bus-" + role, 10s));
   // A broken connection throws, never reconnects behind the driver's back:
   // the actor that owns it decides, and a reconnect is never unnoticed (a
   // silent one would drop this SET, and a listener's LISTENs, unseen).

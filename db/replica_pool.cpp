@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 
+#include "db/conninfo.hpp"
 #include "db/replica_pool_state.hpp"
 
 namespace waggle::db {
@@ -64,7 +65,7 @@ replica_pool::replica_pool(replica_pool_options o) : state_(std::make_shared<rep
   try {
     auto unacked = s.opts.statement_timeout.count() > 0 ? s.opts.statement_timeout + s.opts.watchdog_grace
                                                         : std::chrono::milliseconds(0);
-    s.conninfo = replica_conninfo(s.opts.url, s.opts.name, unacked);
+    s.conninfo = guarded_conninfo(s.opts.url, s.opts.name, unacked);
   } catch (const std::invalid_argument&) {
     // Left empty: every connect fails (and backs off) with that reason, and the
     // owner hears it through `report`, like any other unreachable reader.

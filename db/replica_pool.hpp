@@ -62,16 +62,6 @@ struct replica_pool_counters {     // atomics, read by the metrics renderer
   std::atomic<int64_t> open{0}, idle{0}, active{0};  // open = idle + active, kept exact
 };
 
-// The conninfo a pool connects with: `url` (URL or key=value form, parsed by
-// libpq) plus connect_timeout=2, TCP keepalives (idle 5 s, interval 2 s, 3
-// probes), tcp_user_timeout (the pool passes statement_timeout + grace; 0 =
-// the system's) and application_name=waggle-<name>, in key=value form. These
-// settings replace any the URL gives. Throws std::invalid_argument when libpq
-// cannot parse `url` (the message never quotes the URL: it may hold a
-// password).
-std::string replica_conninfo(const std::string& url, const std::string& name,
-                             std::chrono::milliseconds tcp_user_timeout);
-
 namespace detail {
 struct replica_slot;
 struct replica_pool_state;

@@ -1,5 +1,7 @@
 #include "gateway/http_client.hpp"
 
+#include "gateway/name_resolver.hpp"
+
 #include <sys/socket.h>
 
 #include <atomic>
@@ -108,13 +110,13 @@ struct origin {
 // `done`.
 struct exchange : std::enable_shared_from_this<exchange> {
   exchange(core& c, net::io_context& ioc, http_post p, std::function<void(http_result)> d)
-    : owner(c), post(std::move(p)), done(std::move(d)), resolver(ioc), deadline(ioc) {}
+    : owner(c), post(std::move(p)), done(std::move(d)), io(ioc.get_executor()), deadline(ioc) {}
 
   core& owner;
   http_post post;
   std::function<void(http_result)> done;
   http_url url;
-  tcp::resolver resolver;
+  net::io_context::executor_type io;
   net::steady_timer deadline;
   std::unique_ptr<connection> conn;
   bool reused = false;  // conn came from the pool
@@ -167,9 +169,13 @@ struct core {
   net::steady_timer sweeper{ioc};
   bool sweeping = false;
   bool stopping = false;
+  // After the io_context: destroyed first, so no lookup thread posts to it
+  // once it is gone (and stop() below already ended that).
+  name_resolver names;
 
   void stop() {
     stopping = true;
+    names.stop();
     // finish() erases from the set: walk a copy.
     auto all = in_flight;
     for (auto& x : all)
@@ -282,7 +288,7 @@ void exchange::connect_fresh() {
   reused = false;
   conn = std::make_unique<connection>();
   if (url.tls) {
-    conn->tls.emplace(resolver.get_executor(), owner.ctx);
+    conn->tls.emplace(io, owner.ctx);
     beast::error_code ec;
     // SNI carries names only (RFC 6066), never an address literal.
     net::ip::make_address(url.host, ec);
@@ -291,7 +297,7 @@ void exchange::connect_fresh() {
     conn->tls->set_verify_mode(ssl::verify_peer);
     conn->tls->set_verify_callback(ssl::host_name_verification(url.host));
   } else {
-    conn->plain.emplace(resolver.get_executor());
+    conn->plain.emplace(io);
   }
   auto on_connect = [self = shared_from_this()](beast::error_code ec) {
     if (self->finished)
@@ -300,26 +306,26 @@ void exchange::connect_fresh() {
       return self->fail("connect: " + ec.message());
     self->on_connected();
   };
-  // An address needs no lookup, and a lookup is a hop to the resolver's own
-  // thread and back (listeners are mostly addresses on a private network).
+  // An address needs no lookup, and a lookup is a hop to a lookup thread and
+  // back (listeners are mostly addresses on a private network).
   beast::error_code literal;
   auto address = net::ip::make_address(url.host, literal);
   if (!literal) {
     conn->socket().async_connect(tcp::endpoint{address, url.port}, on_connect);
     return;
   }
-  resolver.async_resolve(url.host, std::to_string(url.port),
-                         [self = shared_from_this(), on_connect](beast::error_code ec,
-                                                                 tcp::resolver::results_type r) {
-                           if (self->finished)
-                             return;
-                           if (ec)
-                             return self->fail("resolve: " + ec.message());
-                           net::async_connect(self->conn->socket(), r,
-                                              [on_connect](beast::error_code ec, const tcp::endpoint&) {
-                                                on_connect(ec);
-                                              });
-                         });
+  owner.names.resolve(url.host, url.port, io,
+                      [self = shared_from_this(), on_connect](std::string error,
+                                                               gateway::name_resolver::endpoints found) {
+                        if (self->finished)
+                          return;
+                        if (!error.empty())
+                          return self->fail("resolve: " + error);
+                        net::async_connect(self->conn->socket(), found,
+                                           [on_connect](beast::error_code ec, const tcp::endpoint&) {
+                                             on_connect(ec);
+                                           });
+                      });
 }
 
 void exchange::on_connected() {
@@ -407,7 +413,6 @@ void exchange::finish(http_result r, bool reusable) {
     return;
   finished = true;
   deadline.cancel();
-  resolver.cancel();
   // Kept only when a final answer ended where its framing says and the peer
   // keeps the connection: nothing of this exchange, nor anything after it,
   // may be left to read (an answer that would be taken for the next

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "db/conninfo.hpp"
 #include "actors/support/log.hpp"
-#include "db/replica_pool.hpp"
 
 namespace waggle {
 
@@ -95,7 +95,7 @@ bus_listener_actor::behavior_type bus_listener_impl(bus_listener_state::ptr self
   st.fetcher = std::move(fetcher);
   st.env = std::move(env);
   st.listen = std::make_unique<db::listen_connection>(
-    db::replica_conninfo(st.settings.database_url, "bus-listener", std::chrono::seconds{10}),
+    db::guarded_conninfo(st.settings.database_url, "bus-listener", std::chrono::seconds{10}),
     std::vector<std::string>{});
   self->send(self, bus_tick{});
   return {

@@ -1,14 +1,30 @@
 #include "actors/delivery/listen_actor.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <pqxx/except>
 
 #include "actors/support/log.hpp"
+#include "db/conninfo.hpp"
 #include "db/operator_outbox.hpp"
 #include "db/push_store.hpp"
 
 namespace waggle {
+
+namespace {
+
+// A URL libpq cannot parse is left as it is: the connect then fails with
+// libpq's own message, through the usual drop and backoff.
+std::string guarded(const std::string& url, const std::string& name) {
+  try {
+    return db::guarded_conninfo(url, name, std::chrono::seconds(10));
+  } catch (const std::invalid_argument&) {
+    return url;
+  }
+}
+
+}  // namespace
 
 void listen_state::init(ptr self_ptr, delivery_supervisor_actor sup, push_matcher_actor m,
                         listen_settings s, node_env e) {
@@ -23,6 +39,11 @@ void listen_state::init(ptr self_ptr, delivery_supervisor_actor sup, push_matche
     channels.push_back(db::delivery_wake_channel);
   if (matcher)
     channels.push_back(db::push_wake_channel);
+  // Both connections bounded (db/conninfo.hpp): this actor's one thread runs
+  // every connect, and a LISTEN server that went silent must not hold it for
+  // the kernel's two minutes of SYN retries while no probe is judged.
+  settings.listen_url = guarded(settings.listen_url, "listen");
+  settings.probe_url = guarded(settings.probe_url, "listen-probe");
   listen = std::make_unique<db::listen_connection>(settings.listen_url, std::move(channels));
   if (settings.self_loop)
     self->send(self, listen_tick{});

@@ -17,6 +17,7 @@
 #include <libpq-fe.h>
 
 #include "db/replica_pool.hpp"
+#include "db/conninfo.hpp"
 #include "tests/support/pg_fixture.hpp"
 
 namespace waggle::pgtest {
@@ -210,7 +211,7 @@ TEST_F(ReplicaPoolTest, the_conninfo_carries_the_pool_settings_in_url_and_keywor
     "connect_timeout=30 application_name=other";
   for (const auto& given : {url, keywords}) {
     SCOPED_TRACE(given);
-    auto s = parse_conninfo(db::replica_conninfo(given, "reader-c", 1650ms));
+    auto s = parse_conninfo(db::guarded_conninfo(given, "reader-c", 1650ms));
     EXPECT_EQ(s["host"], "db.example");
     EXPECT_EQ(s["port"], "6543");
     EXPECT_EQ(s["dbname"], "app");
@@ -226,7 +227,7 @@ TEST_F(ReplicaPoolTest, the_conninfo_carries_the_pool_settings_in_url_and_keywor
     EXPECT_EQ(s["application_name"], "waggle-reader-c");
   }
   try {
-    db::replica_conninfo("host='secret-unterminated", "reader-c", 1s);
+    db::guarded_conninfo("host='secret-unterminated", "reader-c", 1s);
     ADD_FAILURE() << "an unparseable conninfo was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << "never quotes the URL";

@@ -34,6 +34,20 @@ TEST(HttpClient, StatusesComeBackOnTheClientThread) {
   }
 }
 
+// A name goes through gateway::name_resolver (here /etc/hosts' localhost,
+// which may list ::1 before 127.0.0.1: each address is tried in turn).
+TEST(HttpClient, ANameIsResolvedAndConnected) {
+  test_server srv;
+  auto client = make_http_client();
+  auto url = srv.url("/status/204");
+  url.replace(url.find("127.0.0.1"), 9, "localhost");
+  for (int i = 0; i < 2; ++i) {  // the second from the kept answer (or the kept connection)
+    auto out = post_and_wait(*client, post_to(url));
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->result.status, 204) << out->result.error;
+  }
+}
+
 TEST(HttpClient, RedirectIsReportedNotFollowed) {
   test_server srv;
   auto client = make_http_client();

@@ -4,6 +4,12 @@
 // is noticed and healed; a probe that never comes back declares it down.
 // Only the HTTP client is a fake (the test answers it).
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+
 #include <pqxx/pqxx>
 
 #include "actors/delivery/delivery_store.hpp"
@@ -11,6 +17,7 @@
 #include "actors/delivery/listener_source.hpp"
 #include "db/operator_outbox.hpp"
 #include "tests/actors/delivery/delivery_fixture.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/pg_fixture.hpp"
 
 namespace waggle::testing {
@@ -164,6 +171,48 @@ TEST_F(ListenWakeTest, ProbeThatNeverComesBackDeclaresTheListenerDown) {
   sched().advance_time(250ms);
   run();
   EXPECT_GE(http->posted, 1u);
+}
+
+// Issue 34 (listener probes without connect_timeout): a LISTEN server that
+// takes the TCP connection and then says nothing (a host gone silent, a
+// pooler stuck) held this actor's only thread in libpq's connect with no
+// bound, so no probe was judged and the mailbox was never read. Now the
+// connect gives up after connect_timeout (2 s) and the step ends. The port
+// below is listened on and never accepted: the kernel completes the
+// handshake, the startup packet is never answered.
+TEST_F(ListenWakeTest, ASilentListenServerDoesNotHoldTheActorsThread) {
+  auto port = e2e::free_port();
+  ASSERT_NE(port, 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
+    {listener_key, url}});
+  auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
+                     std::static_pointer_cast<delivery_source>(source), env);
+  delivery_settings ds;
+  ds.relay_secret = std::string(63, '0') + "9";
+  supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
+  listen_settings ls;
+  ls.listen_url = "postgresql://postgres@127.0.0.1:" + std::to_string(port) + "/silent";
+  ls.probe_url = db_url;
+  ls.node_id = "silent" + std::to_string(::getpid());
+  ls.wait = 50ms;
+  ls.self_loop = false;
+  listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
+  run();
+  auto stepped = std::async(std::launch::async, [this] { step(); });
+  // Generous: the bound is 2 s; without one the step never ends.
+  bool ended = stepped.wait_for(20s) == std::future_status::ready;
+  ::close(fd);  // resets the pending connection, so a step still blocked ends now
+  stepped.get();
+  EXPECT_TRUE(ended) << "the listen step was still connecting after 20 s";
+  EXPECT_EQ(env.stats->listener_up.load(), 0);
 }
 
 }  // namespace
