@@ -100,11 +100,16 @@ DELETE FROM operator_listener_pubkeys r USING communities co
 )sql";
 
 // The claim, in one statement: for each listener with room (requests it
-// may still have out), lock up to $2 due rows, oldest due first (SKIP
-// LOCKED: rows another supervisor is claiming right now are left to it,
-// nobody waits); keep at most `room` of each listener's, then take them
-// round-robin (every listener's oldest, then every listener's second, ...)
-// up to $2, so one listener's backlog never fills the free slots while
+// may still have out), its communities with due rows, those waiting longest
+// first (migration 0016's skip scan, at most $2 of them); in each, lock up
+// to `room` due rows, oldest due first (SKIP LOCKED: rows another supervisor
+// is claiming right now are left to it, nobody waits). A listener's rows
+// take its communities in turns (every community's oldest, then every
+// community's second, ...), so a flood of mentions in one community never
+// fills the listener's room while another community's wait (R14-1); keep at
+// most `room` of each listener's, then take them round-robin across
+// listeners (every listener's first, then every listener's second, ...) up
+// to $2, so one listener's backlog never fills the free slots while
 // another's rows wait; delete the ones whose event is no longer live or that
 // the listener may no longer read, and claim the rest.
 // Locked rows that are not kept stay locked until this transaction ends
@@ -121,18 +126,23 @@ WITH l AS (
    WHERE u.room > 0
 ), c AS (
   SELECT r.community_id, r.id, r.event_id, r.listener_pubkey
-    FROM (SELECT d.*, l.room,
-                 row_number() OVER (PARTITION BY d.listener_pubkey
-                                    ORDER BY d.next_attempt_at, d.id) AS turn
-            FROM l CROSS JOIN LATERAL (
-                 SELECT o.community_id, o.id, o.event_id, o.listener_pubkey, o.next_attempt_at
-                   FROM operator_listener_outbox o
-                  WHERE o.listener_pubkey = l.listener
-                    AND o.next_attempt_at <= now() AND o.attempts < $3
-                    AND o.created_at > now() - $4::bigint * interval '1 second'
-                  ORDER BY o.next_attempt_at, o.id
-                  LIMIT $2
-                    FOR UPDATE SKIP LOCKED) AS d) AS r
+    FROM (SELECT t.*,
+                 row_number() OVER (PARTITION BY t.listener_pubkey
+                                    ORDER BY t.community_turn, t.next_attempt_at, t.id) AS turn
+            FROM (SELECT d.*, l.room,
+                         row_number() OVER (PARTITION BY d.listener_pubkey, d.community_id
+                                            ORDER BY d.next_attempt_at, d.id) AS community_turn
+                    FROM l
+                    CROSS JOIN LATERAL waggle_listener_due_communities(l.listener, $3, $4, $2) AS dc
+                    CROSS JOIN LATERAL (
+                         SELECT o.community_id, o.id, o.event_id, o.listener_pubkey, o.next_attempt_at
+                           FROM operator_listener_outbox o
+                          WHERE o.listener_pubkey = l.listener AND o.community_id = dc.community_id
+                            AND o.next_attempt_at <= now() AND o.attempts < $3
+                            AND o.created_at > now() - $4::bigint * interval '1 second'
+                          ORDER BY o.next_attempt_at, o.id
+                          LIMIT l.room
+                            FOR UPDATE SKIP LOCKED) AS d) AS t) AS r
    WHERE r.turn <= r.room
    ORDER BY r.turn, r.next_attempt_at, r.id
    LIMIT $2
@@ -230,6 +240,7 @@ const std::vector<std::string>& claim_session_setup() {
   static const std::vector<std::string> setup = [] {
     auto statements = writer_session_settings();
     statements.push_back("SELECT waggle_listener_may_read(0, ''::bytea, ''::bytea, 0)");
+    statements.push_back("SELECT count(*) FROM waggle_listener_due_communities(''::bytea, 0, 0, 0)");
     return statements;
   }();
   return setup;

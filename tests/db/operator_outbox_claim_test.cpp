@@ -363,6 +363,42 @@ TEST_F(OutboxTest, ClaimsTakeListenersInTurnsWithinTheirRoom) {
   EXPECT_EQ(st.rows, 13u);
 }
 
+// Red-team R14-1 (issue 34): one listener serving two communities. A flood
+// of mentions in one, due first, must not fill the listener's room while the
+// other's mention waits: the claim takes the listener's communities in turns.
+// Red before migration 0016: the four claimed were the flood's four oldest.
+TEST_F(OutboxTest, AFloodInOneCommunityDoesNotDelayTheSameListenerInAnother) {
+  using rooms = std::vector<db::listener_room>;
+  auto flooded = community();
+  auto quiet = community();
+  register_targets(flooded, listener1, {target1});
+  register_targets(quiet, listener1, {target1});
+  for (int i = 0; i < 30; ++i)  // one batch each, so the flood's rows are due first
+    ASSERT_EQ(write1(flooded, make_event(1, 9, 1000 + i, {{"p", target1}}, "flood " + std::to_string(i))),
+              write_outcome::stored);
+  ASSERT_EQ(write1(quiet, make_event(2, 9, 2000, {{"p", target1}}, "are you there?")),
+            write_outcome::stored);
+  auto of = [](const std::vector<db::claimed_delivery>& rows, int64_t c) {
+    return std::count_if(rows.begin(), rows.end(),
+                         [&](const db::claimed_delivery& r) { return r.community_id == c; });
+  };
+  auto first = db::claim_deliveries(conn(), rooms{{listener1, 4}}, 16);
+  ASSERT_EQ(first.size(), 4u) << "the listener's room";
+  EXPECT_EQ(of(first, quiet), 1) << "the quiet community's mention waited behind the flood";
+  EXPECT_EQ(of(first, flooded), 3);
+  // With the quiet one served, the flood takes the whole room.
+  auto second = db::claim_deliveries(conn(), rooms{{listener1, 4}}, 16);
+  EXPECT_EQ(of(second, flooded), 4);
+  // Oldest first within the flood: what the first claim took is older than the second's.
+  int64_t newest_first = 0, oldest_second = INT64_MAX;
+  for (const auto& r : first)
+    if (r.community_id == flooded)
+      newest_first = std::max(newest_first, r.id);
+  for (const auto& r : second)
+    oldest_second = std::min(oldest_second, r.id);
+  EXPECT_LT(newest_first, oldest_second);
+}
+
 // Red-team D1: one event names at most max_deliveries_per_event registered
 // targets' listeners; the first ones in tag order.
 TEST_F(OutboxTest, OneEventMakesAtMostTheCapOfDeliveriesInTagOrder) {
