@@ -69,6 +69,11 @@ struct plan {
   std::optional<std::pair<int64_t, std::string>> after;
   // NIP-50: the words searched for (proto::search_terms), never empty.
   std::optional<std::string> search;
+  // The words as a quoted SQL literal (the connection's own escaping), not a
+  // parameter: a reader session keeps generic plans, and a generic plan
+  // cannot know how common the words are, which decides the plan.
+  std::string search_literal;
+  uint32_t max_ranked = 0;  // the newest matches a search ranks (0: no cap)
 };
 
 // Rows past the page horizon on (created_at, id) columns: the `<=` on
@@ -130,6 +135,7 @@ plan plan_of(const proto::filter& f, const proto::filter_limits& lim, bool for_c
     p.search = proto::search_terms(*f.search);
     if (p.search->empty())
       p.empty = true;  // nothing to search for matches nothing
+    p.max_ranked = lim.max_search_ranked;
   }
   if (!for_count) {
     p.limit = std::min(f.effective_limit(lim), lim.max_limit);
@@ -235,18 +241,29 @@ std::string tag_row_conditions(const plan& p, params& ps) {
 }
 
 // NIP-50: the filter's matches by the search index (events_live_search,
-// leading with community_id), ranked. The tsquery is a function in FROM so it
-// is parsed once per statement (folded to a constant when the statement is
-// planned with its value); websearch_to_tsquery never raises on its input.
-std::string search_from(const plan& p, params& ps) {
-  return "FROM events e CROSS JOIN websearch_to_tsquery('simple', " + ps.add(*p.search) +
-         "::text) AS q WHERE e.search @@ q AND ";
+// leading with community_id). The tsquery is a function in FROM so it is
+// parsed once per statement, folded to a constant: the words are a literal
+// (plan::search_literal); websearch_to_tsquery never raises on its input.
+std::string tsquery_of(const plan& p) {
+  return "websearch_to_tsquery('simple', " + p.search_literal + "::text)";
 }
 
+std::string search_from(const plan& p) {
+  return "FROM events e CROSS JOIN " + tsquery_of(p) + " AS q WHERE e.search @@ q AND ";
+}
+
+// Only the newest `max_ranked` matches are ranked (docs/search.md, "Cost"):
+// ranking every match made a word in most of a community's events cost a
+// sort of all of them. Planned with its words, the inner query reads a rare
+// word's few matches by the search index and a common word's newest rows by
+// the created_at index, stopping at the cap.
 std::string search_sql(const plan& p, params& ps, const std::string& community) {
-  return "SELECT e.raw, e.created_at, encode(e.id, 'hex') " + search_from(p, ps) +
-         event_conditions(p, ps, community, 0, false, false, false) +
-         " ORDER BY ts_rank(e.search, q) DESC, e.created_at DESC, e.id LIMIT " +
+  std::string inner = "SELECT e.raw, e.created_at, e.id, e.search " + search_from(p) +
+                      event_conditions(p, ps, community, 0, false, false, false);
+  if (p.max_ranked > 0)
+    inner += " ORDER BY e.created_at DESC, e.id LIMIT " + std::to_string(p.max_ranked);
+  return "SELECT m.raw, m.created_at, encode(m.id, 'hex') FROM (" + inner + ") AS m CROSS JOIN " +
+         tsquery_of(p) + " AS q ORDER BY ts_rank(m.search, q) DESC, m.created_at DESC, m.id LIMIT " +
          std::to_string(p.limit);
 }
 
@@ -299,7 +316,7 @@ std::string history_sql(const plan& p, params& ps, const std::string& community)
 // The ids of all live events matching the filter (for COUNT).
 std::string ids_sql(const plan& p, params& ps, const std::string& community) {
   if (p.search)
-    return "SELECT e.id AS id " + search_from(p, ps) +
+    return "SELECT e.id AS id " + search_from(p) +
            event_conditions(p, ps, community, 0, false, false, false);
   if (!p.ids && !p.tags.empty()) {
     char letter = driving_tag(p);
@@ -338,7 +355,7 @@ bool has_search(const std::vector<proto::filter>& filters) {
 // by id); an event is sent once, at its first place.
 history_page_result search_page(pqxx::connection& conn, const std::string& community_value,
                                 std::vector<plan>& plans, read_budget* budget,
-                                prepared_reads* prepared) {
+                                prepared_reads* prepared, std::chrono::milliseconds search_ceiling) {
   struct row {
     int64_t created_at;
     std::string id;
@@ -351,9 +368,13 @@ history_page_result search_page(pqxx::connection& conn, const std::string& commu
       continue;
     params ps;
     std::string community = ps.add(community_value) + "::bigint";
+    if (p.search)
+      p.search_literal = tx.quote(*p.search);
     std::string sql = history_sql(p, ps, community);
-    before_statement(budget, tx);
-    auto r = run(tx, prepared, sql, ps);
+    // A search has its own ceiling, and its plan is made with its words
+    // (how common they are decides the plan), so it is never prepared.
+    before_statement(budget, tx, p.search ? search_ceiling : std::chrono::milliseconds{0});
+    auto r = run(tx, p.search ? nullptr : prepared, sql, ps);
     auto& into = p.search ? ranked : rest;
     for (const auto& rr : r)
       into.push_back({rr[1].as<int64_t>(), rr[2].as<std::string>(), field_string(rr[0])});
@@ -402,7 +423,8 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
     // One page, so a "later page" (a caller's bug) has nothing left to send.
     if (at.started)
       return {};
-    return search_page(conn, std::to_string(community_id), plans, budget, prepared);
+    return search_page(conn, std::to_string(community_id), plans, budget, prepared,
+                       std::chrono::milliseconds{lim.search_timeout_ms});
   }
   std::vector<uint32_t> remaining = at.remaining;
   if (remaining.size() != filters.size()) {  // the first page: each filter's limit
@@ -488,7 +510,8 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
 
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters, int64_t now,
-                      read_budget* budget, prepared_reads* prepared) {
+                      read_budget* budget, prepared_reads* prepared,
+                      const proto::filter_limits& lim) {
   params ps;
   std::string community = ps.add(std::to_string(community_id)) + "::bigint";
   std::string unioned;
@@ -497,6 +520,8 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
     plan p = plan_of(f, unlimited, true, now);
     if (p.empty)
       continue;
+    if (p.search)
+      p.search_literal = conn.quote(*p.search);
     if (!unioned.empty())
       unioned += " UNION ALL ";
     unioned += '(';
@@ -506,8 +531,11 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
   if (unioned.empty())
     return 0;
   pqxx::nontransaction tx(conn);  // one statement: a transaction adds only round trips
-  before_statement(budget, tx);
-  auto r = run(tx, prepared, "SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched", ps);
+  const bool search = has_search(filters);
+  before_statement(budget, tx,
+                   search ? std::chrono::milliseconds{lim.search_timeout_ms} : std::chrono::milliseconds{0});
+  auto r = run(tx, search ? nullptr : prepared,
+               "SELECT count(DISTINCT matched.id) FROM (" + unioned + ") AS matched", ps);
   tx.commit();
   return r[0][0].as<uint64_t>();
 }

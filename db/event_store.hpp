@@ -102,10 +102,12 @@ history_page_result query_events_page(pqxx::connection& conn, int64_t community_
                                       prepared_reads* prepared = nullptr);
 
 // NIP-45: number of distinct live events matching any filter, not expired at
-// `now` (as for query_events); a `search` filter counts its matches.
+// `now` (as for query_events); a `search` filter counts its matches, within
+// `search_timeout_ms` of `lim` (a count that needs longer is cancelled).
 uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       const std::vector<proto::filter>& filters, int64_t now,
-                      read_budget* budget = nullptr, prepared_reads* prepared = nullptr);
+                      read_budget* budget = nullptr, prepared_reads* prepared = nullptr,
+                      const proto::filter_limits& lim = {});
 
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.

@@ -15,16 +15,22 @@ std::chrono::milliseconds read_budget::remaining(clock::time_point now) const {
   return total_ - std::chrono::duration_cast<std::chrono::milliseconds>(now - start_);
 }
 
-void read_budget::before_statement(pqxx::transaction_base& tx) {
+void read_budget::before_statement(pqxx::transaction_base& tx,
+                                   std::chrono::milliseconds ceiling) {
   if (total_.count() <= 0)
     return;
   auto now = clock::now();
   auto left = remaining(now);
   if (left.count() <= 0)
     throw read_budget_spent{};
+  const bool capped = ceiling.count() > 0 && ceiling < left;
+  if (capped)
+    left = ceiling;
   // Once past the slack, every later statement is armed (a local value
-  // lasts only for its transaction, and a read runs several).
-  if (now - start_ <= slack_)
+  // lasts only for its transaction, and a read runs several). So is every
+  // statement after a ceiling changed the session's value: it would
+  // otherwise run under the ceiling.
+  if (!capped && !changed_session_ && now - start_ <= slack_)
     return;
   // At least 1: 0 would mean no timeout at all.
   auto ms = std::max<int64_t>(1, left.count());

@@ -38,8 +38,11 @@ class read_budget {
   explicit read_budget(std::chrono::milliseconds total, clock::time_point start = clock::now());
 
   // Call before each statement of the read, on the transaction it runs in.
-  // Throws read_budget_spent when nothing is left.
-  void before_statement(pqxx::transaction_base& tx);
+  // Throws read_budget_spent when nothing is left. `ceiling` (0 = none): the
+  // statement runs at most that long even when the budget has more left (a
+  // search's own bound); armed at once, slack or not.
+  void before_statement(pqxx::transaction_base& tx,
+                        std::chrono::milliseconds ceiling = std::chrono::milliseconds{0});
 
   // Call once the read is over, whatever its outcome (outside any
   // transaction): if a statement outside a transaction changed the session's
@@ -66,9 +69,10 @@ class read_budget {
 };
 
 // For the read paths' optional budget.
-inline void before_statement(read_budget* budget, pqxx::transaction_base& tx) {
+inline void before_statement(read_budget* budget, pqxx::transaction_base& tx,
+                             std::chrono::milliseconds ceiling = std::chrono::milliseconds{0}) {
   if (budget)
-    budget->before_statement(tx);
+    budget->before_statement(tx, ceiling);
 }
 
 }  // namespace waggle::db

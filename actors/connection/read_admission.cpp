@@ -6,14 +6,18 @@ namespace waggle {
 
 double read_cost(const std::vector<proto::filter>& filters) {
   size_t values = 0;
+  double searches = 0;
   for (const auto& f : filters) {
+    if (f.search)
+      searches += search_read_cost;
     values += f.ids ? f.ids->size() : 0;
     values += f.authors ? f.authors->size() : 0;
     values += f.kinds ? f.kinds->size() : 0;
     for (const auto& [_, v] : f.tags)
       values += v.size();
   }
-  return 1.0 + static_cast<double>(filters.size()) + static_cast<double>(values) / 100.0;
+  return 1.0 + static_cast<double>(filters.size()) + static_cast<double>(values) / 100.0 +
+         searches;
 }
 
 read_refusal read_admission::admit(uint64_t ticket, std::string sub_id, bool is_count,

@@ -33,7 +33,11 @@ struct read_admission_settings {
 
 // What a read costs in tokens: 1 + its filters + its filter values / 100
 // (ids, authors, kinds and tag values, all filters together), so the widest
-// REQ the limits allow (10 filters x 500 values) costs 61 and a one-id REQ 2.
+// REQ the limits allow (10 filters x 500 values) costs 61 and a one-id REQ 2;
+// plus `search_read_cost` per search filter, which ranks up to
+// --search-max-ranked rows where another filter reads at most its limit
+// (docs/search.md, "Cost").
+constexpr double search_read_cost = 20;
 double read_cost(const std::vector<proto::filter>& filters);
 
 struct read_refusal {

@@ -166,6 +166,14 @@ const std::vector<option>& options() {
        cfg.search = value == "on";
        return true;
      }},
+    {{"--search-max-ranked", "WAGGLE_SEARCH_MAX_RANKED",
+      "a search ranks at most the newest this many matches (docs/search.md, \"Cost\")", "2000"},
+     number(&node_config::search_max_ranked)},
+    {{"--search-timeout-ms", "WAGGLE_SEARCH_TIMEOUT_MS",
+      "a search statement (REQ or COUNT) runs at most this long, within the read's own "
+      "--read-statement-timeout-ms",
+      "2000"},
+     number(&node_config::search_timeout_ms)},
     {{"--max-outbound-frames", "WAGGLE_MAX_OUTBOUND_FRAMES",
       "frames queued to a client before it is dropped as a slow consumer", "2000"},
      number(&node_config::max_outbound_frames)},

@@ -35,7 +35,9 @@ struct node_config {
   size_t max_filter_values = 500;
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
-  bool search = true;  // NIP-50 (docs/search.md); off: a filter with `search` is refused
+  bool search = true;
+  uint32_t search_max_ranked = 2000;  // newest matches a search ranks
+  int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused
   size_t max_outbound_frames = 2000;
   // Subscription memory (docs/operations.md, "Subscription memory").
   size_t max_subscription_bytes = 1u << 20;          // per connection

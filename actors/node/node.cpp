@@ -312,6 +312,8 @@ proto::filter_limits filter_limits_for(const node_config& cfg) {
   lim.default_limit = cfg.default_limit;
   lim.max_limit = cfg.max_limit;
   lim.search = cfg.search;
+  lim.max_search_ranked = cfg.search_max_ranked;
+  lim.search_timeout_ms = cfg.search_timeout_ms;
   return lim;
 }
 

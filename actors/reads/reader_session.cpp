@@ -197,7 +197,8 @@ count_reply reader_session_state::on_count(const count_request& req) {
     shape.path = any_search(req.filters) ? "search" : "count";
     routed(shape, conn, req.community_id, budget,
            [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
-             reply.count = db::count_events(c, req.community_id, req.filters, read_clock(), &b, p);
+             reply.count = db::count_events(c, req.community_id, req.filters, read_clock(), &b, p,
+                                            limits);
            });
   });
 }

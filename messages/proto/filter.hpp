@@ -24,6 +24,11 @@ struct filter_limits {
   // client learns the relay cannot search rather than getting everything.
   bool search = true;
   size_t max_search_len = 1024;   // bytes of the search string
+  // What one search may cost (docs/search.md, "Cost"): it ranks at most the
+  // newest `max_search_ranked` matches, and each of its statements runs at
+  // most `search_timeout_ms` (within the read's own budget).
+  uint32_t max_search_ranked = 2000;
+  int64_t search_timeout_ms = 2000;
 };
 
 struct filter {

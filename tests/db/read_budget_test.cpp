@@ -105,6 +105,28 @@ TEST_F(ReadBudgetTest, outside_a_transaction_the_budget_reaches_the_next_stateme
     << "the next read starts from the session's own value";
 }
 
+// A search's ceiling (issue 34: a search must cost what its budget allows):
+// the statement it arms runs at most the ceiling though the read has more
+// left, and the read's next statement runs under what is left of the read,
+// not under the ceiling the session still holds.
+TEST_F(ReadBudgetTest, a_ceiling_bounds_its_statement_and_not_the_next) {
+  session_timeout(5000ms);
+  db::read_budget budget{5000ms};  // fresh: inside the slack
+  EXPECT_TRUE(ran_out([&] {
+    pqxx::nontransaction tx(conn());
+    budget.before_statement(tx, 100ms);
+    tx.exec("SELECT pg_sleep(1)");
+  })) << "the ceiling did not bound its statement";
+  EXPECT_FALSE(ran_out([&] {
+    pqxx::nontransaction tx(conn());
+    budget.before_statement(tx);
+    tx.exec("SELECT pg_sleep(0.3)");
+  })) << "the next statement ran under the ceiling";
+  budget.end(conn());
+  pqxx::nontransaction tx(conn());
+  EXPECT_EQ(tx.exec("SHOW statement_timeout")[0][0].as<std::string>(), "5s");
+}
+
 // Every read path of a reader session takes the budget: one that is spent
 // ends the read before its next statement.
 TEST_F(ReadBudgetTest, every_read_path_honours_a_spent_budget) {

@@ -84,6 +84,17 @@ TEST(keyed_buckets, forgets_buckets_that_refilled_when_the_table_grows) {
   EXPECT_EQ(kb.size(), 1u);
 }
 
+// Issue 34: a search ranks up to --search-max-ranked rows where another
+// filter reads at most its limit, so each search filter costs 20 more.
+TEST(read_cost, a_search_filter_costs_twenty_more) {
+  proto::filter plain;
+  proto::filter searching;
+  searching.search = "bees";
+  EXPECT_DOUBLE_EQ(read_cost({plain}), 2);
+  EXPECT_DOUBLE_EQ(read_cost({searching}), 22);
+  EXPECT_DOUBLE_EQ(read_cost({searching, searching}), 43);
+}
+
 TEST(read_cost, one_plus_filters_plus_values_over_100) {
   EXPECT_DOUBLE_EQ(read_cost({with_ids(1)}), 2.01);
   EXPECT_DOUBLE_EQ(read_cost({proto::filter{}}), 2);
