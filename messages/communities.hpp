@@ -87,11 +87,16 @@ struct manage_request {
   // process): the call must be over by then, committed or rolled back, so
   // that an answer of 504 is true. 0: no deadline.
   int64_t deadline_steady_ns = 0;
+  // The NIP-98 token that authorized the call (its signature, hex) and when
+  // it stops passing (unix seconds): recorded in the call's transaction, so
+  // the token is good once in the whole cluster. Empty: not recorded.
+  std::string token;
+  int64_t token_expires_at = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, manage_request& x) {
   return f(caf::meta::type_name("manage_request"), x.community_id, x.caller, x.body,
-           x.deadline_steady_ns);
+           x.deadline_steady_ns, x.token, x.token_expires_at);
 }
 
 // The HTTP answer: 200 with {"result"} or {"error"}, 400 for malformed

@@ -13,7 +13,9 @@
 #include "actors/communities/call_watchdog.hpp"
 #include "actors/communities/management_methods.hpp"
 #include "actors/support/log.hpp"
+#include "actors/support/seen_tokens.hpp"
 #include "db/membership_store.hpp"
+#include "db/nip98_tokens.hpp"
 
 namespace waggle {
 
@@ -154,6 +156,11 @@ manage_reply management_state::on_request(const manage_request& req) {
       }
       return {403, rpc_error_body(why), {}};
     }
+    // Good once in the cluster: another node may have taken this token
+    // (seen_tokens is per node). Only for an allowed caller: a refusal
+    // changes nothing, so its replay has nothing to repeat.
+    if (!req.token.empty() && !db::use_nip98_token(tx, req.token, req.token_expires_at))
+      return {401, rpc_error_body(std::string{"auth-required: "} + nip98_replayed_reason), {}};
     const auto args = params_text(params, allowed_params_bytes);
     auto out = run_management_method(tx, {req.community_id, req.caller, owner_rights}, method, params);
     db::audit(tx, req.community_id, req.caller, "nip86", method, args, out.ok,

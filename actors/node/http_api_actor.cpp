@@ -41,7 +41,8 @@ void http_api_state::on_manage(manage_call_in& call) {
     = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   self
     ->request(ctx.management, ctx.answer_timeout + manage_answer_grace,
-              manage_request{ctx.community_id, auth.pubkey, std::move(call.body), deadline_ns})
+              manage_request{ctx.community_id, auth.pubkey, std::move(call.body), deadline_ns,
+                             auth.token_key, auth.created_at + ctx.auth_window})
     .then(
       [this](manage_reply& r) {
         // Like a NIP-43 leave: the removed key's subscriptions end before

@@ -6,6 +6,8 @@
 // ephemeral events, which the bus carries whole, arrive once too on a
 // healthy bus (their promise is at most once).
 
+#include <openssl/sha.h>
+
 #include <atomic>
 #include <map>
 #include <thread>
@@ -149,6 +151,39 @@ TEST_P(ClusterE2E, GetClusterListsEveryNodeForAnOperatorOnly) {
   auto anonymous = gateway::http_request("127.0.0.1", nodes_[1].port, "GET", "/cluster",
                                          {{"Host", "alpha.test"}}, {}, 5s);
   EXPECT_EQ(anonymous.status, 401u) << anonymous.body;
+}
+
+// Issue 34: a NIP-98 token was good once per node, so one captured on its
+// way to node 0 could be sent to node 1 within its minute. A NIP-86 call now
+// records its token in its own transaction (migration 0017): the replay on
+// another node is a 401 and changes nothing (no second audit row).
+TEST_P(ClusterE2E, ANip86TokenUsedOnOneNodeIsRefusedOnAnother) {
+  const std::string body = R"({"method":"changerelaydescription","params":["once in the cluster"]})";
+  unsigned char digest[32];
+  SHA256(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
+  auto auth = signed_event(pgtest::secret(60), 27235, "",
+                           {{"u", "http://alpha.test/"}, {"method", "POST"},
+                            {"payload", proto::to_hex(digest, 32)}});
+  auto send = [&](int i) {
+    return gateway::http_request("127.0.0.1", nodes_[i].port, "POST", "/",
+                                 {{"Host", "alpha.test"},
+                                  {"Content-Type", "application/nostr+json+rpc"},
+                                  {"Authorization", "Nostr " + base64(auth.raw)}},
+                                 body, 5s);
+  };
+  auto audits = [&] {
+    auto conn = db_->connect();
+    pqxx::read_transaction tx(*conn);
+    return tx.exec("SELECT count(*) FROM community_audit WHERE method = 'changerelaydescription'")[0][0]
+      .as<int>();
+  };
+  const auto before = audits();
+  auto first = send(0);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  auto replayed = send(1);
+  EXPECT_EQ(replayed.status, 401u) << replayed.body;
+  EXPECT_NE(replayed.body.find("already used"), std::string::npos) << replayed.body;
+  EXPECT_EQ(audits(), before + 1) << "the replay changed something";
 }
 
 // A ban made anywhere (here as psql would, straight in the table: the
