@@ -277,6 +277,11 @@ const std::vector<option>& options() {
     {{"--replica-pool-size", "WAGGLE_REPLICA_POOL_SIZE", "connections per read replica at most",
       "4"},
      number(&node_config::replica_pool_size)},
+    {{"--replica-leases-per-community", "WAGGLE_REPLICA_LEASES_PER_COMMUNITY",
+      "replica connections one community's reads may hold at once, all replicas together; "
+      "beyond, its reads go to the writer (0 = half of all replica connections, at least 1)",
+      "0"},
+     number(&node_config::replica_leases_per_community)},
     {{"--replica-acquire-budget-ms", "WAGGLE_REPLICA_ACQUIRE_BUDGET_MS",
       "how long a routed read waits for a replica connection before it reads on the writer",
       "150"},

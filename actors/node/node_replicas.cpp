@@ -1,5 +1,7 @@
 #include "actors/node/node_replicas.hpp"
 
+#include <algorithm>
+
 #include "actors/support/log.hpp"
 #include "actors/support/metrics.hpp"
 #include "db/migrate.hpp"
@@ -31,6 +33,12 @@ std::shared_ptr<route_context> make_routing(const node_config& cfg, const node_e
       env.stats->add_replica_pool(pool);
     ctx->replicas->pools.push_back(std::move(pool));
   }
+  // One community's reads hold at most this many replica connections: a
+  // client with many heavy reads in flight cannot take every one.
+  ctx->replicas->max_leases_per_community =
+    cfg.replica_leases_per_community > 0
+      ? cfg.replica_leases_per_community
+      : std::max<size_t>(1, cfg.read_database_urls.size() * cfg.replica_pool_size / 2);
   if (!cfg.read_database_urls.empty() && cfg.created_at_window + 60 > 960)
     log::warn("replicas",
               "created_at_window leaves no room below the commit floor (960 s): most events "

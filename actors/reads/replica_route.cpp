@@ -22,6 +22,7 @@ std::string_view to_string(route_reason r) {
     case route_reason::reader_acquire_timeout: return "reader_acquire_timeout";
     case route_reason::reader_validation_error: return "reader_validation_error";
     case route_reason::reader_token_behind: return "reader_token_behind";
+    case route_reason::community_share: return "community_share";
     case route_reason::replica_error: return "replica_error";
   }
   return "unknown";
@@ -129,6 +130,25 @@ void count(route_context& ctx, const read_shape& shape, const route_decision& d,
 
 }  // namespace
 
+bool replica_set::take_share(int64_t community) {
+  if (max_leases_per_community == 0)
+    return true;
+  std::lock_guard lock(share_mutex_);
+  auto& n = held_[community];
+  if (n >= max_leases_per_community)
+    return false;
+  ++n;
+  return true;
+}
+
+void replica_set::give_share(int64_t community) {
+  if (max_leases_per_community == 0)
+    return;
+  std::lock_guard lock(share_mutex_);
+  if (auto i = held_.find(community); i != held_.end() && --i->second == 0)
+    held_.erase(i);
+}
+
 routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::connection& writer_conn,
                           const std::string& writer_backend, int64_t community_id,
                           std::chrono::milliseconds read_budget, const read_fn& read) {
@@ -152,6 +172,13 @@ routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::con
     return to_writer(*d);
 
   auto& set = *ctx.replicas;
+  if (!set.take_share(community_id))
+    return to_writer(writer(route_reason::community_share));
+  struct give_back {
+    replica_set& set;
+    int64_t community;
+    ~give_back() { set.give_share(community); }
+  } share{set, community_id};
   auto& pool = *set.pools[set.next.fetch_add(1, std::memory_order_relaxed) % set.pools.size()];
   auto lease = pool.acquire(ctx.settings.acquire_budget);
   if (!lease)

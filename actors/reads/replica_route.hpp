@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <pqxx/connection>
@@ -42,6 +44,7 @@ enum class route_reason : uint8_t {
   reader_validation_error,  // writer: epoch, schema or heartbeat row do not match
   reader_token_behind,      // writer: the replica is behind every proof in the ring
   replica_error,            // writer: the replica failed mid-read; the read ran again here
+  community_share,          // writer: the community's reads hold their share of replica connections
 };
 std::string_view to_string(route_reason r);
 
@@ -90,6 +93,20 @@ route_decision judge(const ring_snapshot& ring, const db::heartbeat_seen* seen,
 struct replica_set {
   std::vector<std::shared_ptr<db::replica_pool>> pools;
   std::atomic<size_t> next{0};  // round robin: ONE pool, ONE acquire per read
+  // Replica connections one community's reads may hold at once, all pools
+  // together (0 = no cap): a client that keeps many heavy reads in flight
+  // holds at most its community's share, and another community's reads
+  // still find a connection (docs/replicas.md, "Shares").
+  size_t max_leases_per_community = 0;
+
+  // A place for one read of `community`; false: its share is taken (the
+  // read goes to the writer at once, without waiting for a connection).
+  bool take_share(int64_t community);
+  void give_share(int64_t community);
+
+ private:
+  std::mutex share_mutex_;
+  std::unordered_map<int64_t, size_t> held_;
 };
 
 struct route_context {

@@ -42,6 +42,45 @@ TEST_F(replica_faults, AHealthyStandbyServesTheCoveredPage) {
   EXPECT_EQ(decisions(replica_covered), 1u);
 }
 
+// Issue 34 (a hostile client holding every replica connection): with a
+// share of one connection per community, a read of the community while
+// another of its reads holds a replica connection goes to the writer at
+// once (writer/community_share), answered in full; another community's read
+// meanwhile is served by the replica; and the share comes back when the
+// read ends. Red without the share: the nested read is served by the replica.
+TEST_F(replica_faults, ACommunityHoldsAtMostItsShareOfReplicaConnections) {
+  ctx_->replicas->max_leases_per_community = 1;
+  int64_t other = 0;
+  {
+    auto conn = db_->connect();
+    auto c = db::add_community(*conn, "faults-other.test", "other", community_policy::open);
+    ASSERT_TRUE(c.has_value());
+    other = c->id;
+  }
+  prove();
+  const std::string writer_share =
+    R"(waggle_route_decisions_total{path="history",decision="writer",reason="community_share"})";
+  answer nested, elsewhere;
+  bool once = false;
+  ctx_->after_proof = [&](const std::string&) {
+    if (once)
+      return;
+    once = true;  // the reads below run their own proofs; only the outer read nests
+    nested = read(covered_read());
+    elsewhere = read(read_until(other, now_ - 2000));
+  };
+  auto outer = read(covered_read());
+  ctx_->after_proof = nullptr;
+  ASSERT_TRUE(outer.answered && nested.answered && elsewhere.answered);
+  EXPECT_EQ(outer.reply.raws.size(), 50u);
+  EXPECT_EQ(nested.reply.raws.size(), 50u) << "the writer answers it in full";
+  EXPECT_EQ(decisions(writer_share), 1u) << "the nested read of the same community";
+  EXPECT_EQ(decisions(replica_covered), 2u) << "the outer read and the other community's";
+  auto after = read(covered_read());
+  EXPECT_EQ(after.reply.raws.size(), 50u);
+  EXPECT_EQ(decisions(replica_covered), 3u) << "the share came back when the outer read ended";
+}
+
 // Must-show 4: a VACUUM on the primary removes row versions the replica's
 // snapshot still needs; replay waits max_standby_streaming_delay, then ends
 // the replica's session. The page comes from the writer, whole.
