@@ -15,6 +15,9 @@ namespace waggle::db {
 // use. False: a transaction on this or any node recorded it and committed;
 // if that one is still open, this waits for it (bounded by the caller's
 // lock_timeout). Expired rows are deleted on the way.
+// Rows are kept this long past `expires_at`: a node whose clock lags the
+// database's by less still finds a token it would accept.
+inline constexpr int64_t skew_margin_seconds = 300;
 bool use_nip98_token(pqxx::transaction_base& tx, const std::string& token, int64_t expires_at);
 
 }  // namespace waggle::db

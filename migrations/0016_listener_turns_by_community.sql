@@ -20,13 +20,18 @@ CREATE INDEX operator_listener_outbox_due
 -- whose oldest such row has waited longest first, at most `p_limit`. A skip
 -- scan: one probe per community the listener has rows in, one more for its
 -- oldest claimable row; never a scan of a flood's rows. PL/pgSQL, so its
--- statements are planned once per session (as 0015).
+-- statements are planned once per session (as 0015), and after a few calls
+-- with a GENERIC plan: every condition must then still be an index
+-- condition, so the walk starts from the least bigint rather than from a
+-- NULL tested with OR (which a generic plan turns into a filter over all of
+-- the listener's rows: the red team's 200,000-row flood was read on every
+-- probe).
 CREATE FUNCTION waggle_listener_due_communities(p_listener bytea, p_max_attempts int,
                                                 p_retention_seconds bigint, p_limit int)
 RETURNS TABLE (community_id bigint)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  v_at bigint := NULL;
+  v_at bigint := -9223372036854775808;
   v_next bigint;
   v_due timestamptz;
   v_ids bigint[] := '{}';
@@ -35,7 +40,7 @@ BEGIN
   LOOP
     SELECT o.community_id INTO v_next
       FROM operator_listener_outbox o
-     WHERE o.listener_pubkey = p_listener AND (v_at IS NULL OR o.community_id > v_at)
+     WHERE o.listener_pubkey = p_listener AND o.community_id > v_at
      ORDER BY o.community_id
      LIMIT 1;
     EXIT WHEN NOT FOUND;

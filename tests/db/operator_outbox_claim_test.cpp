@@ -399,6 +399,52 @@ TEST_F(OutboxTest, AFloodInOneCommunityDoesNotDelayTheSameListenerInAnother) {
   EXPECT_LT(newest_first, oldest_second);
 }
 
+// Red team of issue 34: the skip scan ran as PL/pgSQL, which after a few
+// calls keeps a GENERIC plan; `(v_at IS NULL OR community_id > v_at)` was then
+// a filter over all of the listener's rows, so a flood in the listener's
+// lowest community was read on every probe of every claim. Forced generic
+// here: no probe may remove a flood's worth of rows by filter.
+TEST_F(OutboxTest, TheCommunityWalkStaysAnIndexWalkUnderAGenericPlan) {
+  auto flooded = community();
+  auto quiet = community();
+  ASSERT_LT(flooded, quiet) << "the flood must sit in the listener's lowest community";
+  sql("INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id, "
+      "event_kind, event_created_at, next_attempt_at) "
+      "SELECT " + std::to_string(flooded) + ", decode('" + listener1 + "', 'hex'), decode('" + target1 +
+      "', 'hex'), sha256(i::text::bytea), 9, 1000, now() + interval '1 hour' "
+      "FROM generate_series(1, 3000) AS i");
+  sql("INSERT INTO operator_listener_outbox (community_id, listener_pubkey, target_pubkey, event_id, "
+      "event_kind, event_created_at) VALUES (" + std::to_string(quiet) + ", decode('" + listener1 +
+      "', 'hex'), decode('" + target1 + "', 'hex'), sha256('q'::bytea), 9, 1000)");
+  sql("ANALYZE operator_listener_outbox");
+  auto probe = connect();
+  notice_collector notices(*probe);
+  {
+    pqxx::nontransaction tx(*probe);
+    tx.exec("SET plan_cache_mode = force_generic_plan");
+    tx.exec("LOAD 'auto_explain'");
+    tx.exec("SET auto_explain.log_min_duration = 0");
+    tx.exec("SET auto_explain.log_analyze = on");
+    tx.exec("SET auto_explain.log_nested_statements = on");
+    tx.exec("SET auto_explain.log_level = 'notice'");
+    tx.exec("SET client_min_messages = 'notice'");
+  }
+  for (int i = 0; i < 8; ++i) {
+    pqxx::nontransaction tx(*probe);
+    auto r = tx.exec_params("SELECT community_id FROM waggle_listener_due_communities("
+                            "decode($1, 'hex'), 9, 900, 16)",
+                            listener1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0][0].as<int64_t>(), quiet);
+  }
+  auto text = notices.text();
+  for (size_t at = text.find("Rows Removed by Filter: "); at != std::string::npos;
+       at = text.find("Rows Removed by Filter: ", at + 1)) {
+    auto removed = std::stoll(text.substr(at + 24));
+    EXPECT_LT(removed, 100) << "a probe read the flood:\n" << text.substr(at > 2000 ? at - 2000 : 0, 2400);
+  }
+}
+
 // Red-team D1: one event names at most max_deliveries_per_event registered
 // targets' listeners; the first ones in tag order.
 TEST_F(OutboxTest, OneEventMakesAtMostTheCapOfDeliveriesInTagOrder) {
