@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared logic of ./scripts/run, ./scripts/test, ./scripts/pg and tests/durability/kill_check.
+# Shared logic of ./scripts/run, ./scripts/test, ./scripts/pg and tests/faults/fault_check.
 # Source it; it defines functions and defaults and runs nothing by itself.
 #
 # Environment (all optional):

@@ -1,4 +1,4 @@
-// Load generator for tests/durability/kill_check: several authenticated (NIP-42) connections
+// Load generator for tests/faults/fault_check: several authenticated (NIP-42) connections
 // publish signed kind-1 events as fast as the relay's OKs allow, and every id that got
 // ["OK", id, true, ...] is written to --acked-file. Uses nostr-tools and ws from tests/client.
 //
