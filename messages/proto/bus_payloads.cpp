@@ -4,6 +4,8 @@
 
 #include <rapidjson/document.h>
 
+#include "messages/proto/event.hpp"
+
 namespace waggle::proto {
 
 namespace {
@@ -15,15 +17,6 @@ std::optional<int64_t> community_in(const char* b, const char* e) {
   if (ec != std::errc{} || end != e || id <= 0)
     return std::nullopt;
   return id;
-}
-
-bool is_event_id(std::string_view s) {
-  if (s.size() != 64)
-    return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return false;
-  return true;
 }
 
 }  // namespace
@@ -88,7 +81,7 @@ void append_gate_answer_ids(std::string_view payload, std::vector<std::string>& 
     if (end == std::string_view::npos)
       end = payload.size();
     auto id = payload.substr(at, end - at);
-    if (is_event_id(id))
+    if (is_lower_hex(id, 64))
       out.emplace_back(id);
     at = end + 1;
   }

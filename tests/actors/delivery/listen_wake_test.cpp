@@ -46,20 +46,23 @@ class ListenWakeTest : public actor_test {
 
   // The real pipeline; `wait` is how long one listen step may block.
   void start(std::chrono::milliseconds wait = 5000ms) {
-    auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
-      {listener_key, url}});
-    auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
-                       std::static_pointer_cast<delivery_source>(source), env);
-    delivery_settings ds;
-    ds.relay_secret = pgtest::make_event(9, 1, 1, {}, "").pubkey;  // any 64 hex works as a key here
-    ds.relay_secret = std::string(63, '0') + "9";
-    supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
     listen_settings ls;
     ls.listen_url = db_url;
     ls.probe_url = db_url;
     ls.node_id = "t" + std::to_string(::getpid());
     ls.wait = wait;
     ls.self_loop = false;
+    start_listening(ls);
+  }
+  // The same with the listen actor's own settings.
+  void start_listening(const listen_settings& ls) {
+    auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
+      {listener_key, url}});
+    auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
+                       std::static_pointer_cast<delivery_source>(source), env);
+    delivery_settings ds;
+    ds.relay_secret = std::string(63, '0') + "9";  // any 64 hex works as a key here
+    supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
     listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
     run();
   }
@@ -142,13 +145,6 @@ TEST_F(ListenWakeTest, TerminatedListenBackendIsReplacedAndCatchesUp) {
 // transaction mode): here a probe channel nobody NOTIFYs on the LISTEN side
 // is simulated by a probe timeout shorter than a step.
 TEST_F(ListenWakeTest, ProbeThatNeverComesBackDeclaresTheListenerDown) {
-  auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
-    {listener_key, url}});
-  auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
-                     std::static_pointer_cast<delivery_source>(source), env);
-  delivery_settings ds;
-  ds.relay_secret = std::string(63, '0') + "9";
-  supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
   listen_settings ls;
   ls.listen_url = db_url;
   // The probe goes to another database's server process: never heard here.
@@ -157,8 +153,7 @@ TEST_F(ListenWakeTest, ProbeThatNeverComesBackDeclaresTheListenerDown) {
   ls.wait = 50ms;
   ls.probe_timeout = 1000ms;
   ls.self_loop = false;
-  listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
-  run();
+  start_listening(ls);
   step();
   EXPECT_EQ(env.stats->listener_up.load(), 0);
   sched().advance_time(1001ms);
@@ -191,21 +186,13 @@ TEST_F(ListenWakeTest, ASilentListenServerDoesNotHoldTheActorsThread) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(::listen(fd, 16), 0);
-  auto source = std::make_shared<listener_source>(std::map<std::string, std::string>{
-    {listener_key, url}});
-  auto store = spawn(delivery_store_actor_impl, db_url, std::string{"test-store"},
-                     std::static_pointer_cast<delivery_source>(source), env);
-  delivery_settings ds;
-  ds.relay_secret = std::string(63, '0') + "9";
-  supervisor = spawn(delivery_supervisor_actor_impl, store, http, ds, env);
   listen_settings ls;
   ls.listen_url = "postgresql://postgres@127.0.0.1:" + std::to_string(port) + "/silent";
   ls.probe_url = db_url;
   ls.node_id = "silent" + std::to_string(::getpid());
   ls.wait = 50ms;
   ls.self_loop = false;
-  listener = spawn(listen_actor_impl, supervisor, ls, env, push_matcher_actor{});
-  run();
+  start_listening(ls);
   auto stepped = std::async(std::launch::async, [this] { step(); });
   // Generous: the bound is 2 s; without one the step never ends.
   bool ended = stepped.wait_for(20s) == std::future_status::ready;
