@@ -111,10 +111,13 @@ TEST_F(ReadBudgetTest, outside_a_transaction_the_budget_reaches_the_next_stateme
 // not under the ceiling the session still holds.
 TEST_F(ReadBudgetTest, a_ceiling_bounds_its_statement_and_not_the_next) {
   session_timeout(5000ms);
-  db::read_budget budget{5000ms};  // fresh: inside the slack
+  // Fresh, and the ceiling far below the 50 ms slack: the next statement
+  // starts inside the slack, where an unarmed statement would inherit the
+  // ceiling the session still holds.
+  db::read_budget budget{5000ms};
   EXPECT_TRUE(ran_out([&] {
     pqxx::nontransaction tx(conn());
-    budget.before_statement(tx, 100ms);
+    budget.before_statement(tx, 10ms);
     tx.exec("SELECT pg_sleep(1)");
   })) << "the ceiling did not bound its statement";
   EXPECT_FALSE(ran_out([&] {

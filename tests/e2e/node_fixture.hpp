@@ -158,10 +158,10 @@ class node_e2e : public ::testing::Test {
   }
 
   // POST /events of `ev` to `host`, with `sk`'s NIP-98 authorization (payload
-  // tag included).
+  // tag included) for `u` (default: this request's own URL).
   gateway::http_response post_event(const std::string& host, const std::string& sk,
-                                    const proto::event& ev) {
-    std::string url = "http://" + host + "/events";
+                                    const proto::event& ev, std::string u = {}) {
+    std::string url = u.empty() ? "http://" + host + "/events" : std::move(u);
     unsigned char digest[32];
     SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
     auto auth = signed_event(sk, 27235, "",

@@ -8,8 +8,6 @@
 // (members only, by every path) are proved in tests/e2e/channels_*; replicas
 // in tests/e2e/replica_redteam_test.cpp (EveryRoutedPathReturnsOnlyTheCallersCommunity).
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 
 #include "tests/e2e/node_fixture.hpp"
@@ -118,16 +116,7 @@ TEST_F(isolation, a_live_subscription_hears_nothing_of_the_other) {
 // captured from beta's traffic): 401, and the event is stored nowhere.
 TEST_F(isolation, a_post_with_a_token_for_the_other_community_is_refused) {
   auto ev = signed_event(pgtest::secret(75), 1, "posted with beta's token on alpha");
-  unsigned char digest[32];
-  SHA256(reinterpret_cast<const unsigned char*>(ev.raw.data()), ev.raw.size(), digest);
-  auto auth = signed_event(pgtest::secret(75), 27235, "",
-                           {{"u", "http://beta.test/events"}, {"method", "POST"},
-                            {"payload", proto::to_hex(digest, 32)}});
-  auto r = gateway::http_request("127.0.0.1", port_, "POST", "/events",
-                                 {{"Host", "alpha.test"},
-                                  {"Authorization", "Nostr " + base64(auth.raw)},
-                                  {"Content-Type", "application/json"}},
-                                 ev.raw);
+  auto r = post_event("alpha.test", pgtest::secret(75), ev, "http://beta.test/events");
   EXPECT_EQ(r.status, 401u) << r.body;
   auto alpha = login("alpha.test", pgtest::secret(72));
   auto beta = login("beta.test", pgtest::secret(73));
