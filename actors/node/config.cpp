@@ -282,6 +282,12 @@ const std::vector<option>& options() {
       "beyond, its reads go to the writer (0 = half of all replica connections, at least 1)",
       "0"},
      number(&node_config::replica_leases_per_community)},
+    {{"--replica-reserved-connections", "WAGGLE_REPLICA_RESERVED_CONNECTIONS",
+      "replica connections kept free for communities with no read on a replica: a community "
+      "already reading there takes another only while more than this many stay free (-1 = half "
+      "of all replica connections, at least 1; 0 = no reserve)",
+      "-1"},
+     number(&node_config::replica_reserved_connections)},
     {{"--replica-acquire-budget-ms", "WAGGLE_REPLICA_ACQUIRE_BUDGET_MS",
       "how long a routed read waits for a replica connection before it reads on the writer",
       "150"},
@@ -563,11 +569,12 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     return {ec::invalid, "read-statement-timeout-ms must be at least 1 and below read-timeout-ms"};
   if (cfg.replica_pool_size == 0 || cfg.replica_pool_size > 1000
       || cfg.replica_acquire_budget_ms < 1 || cfg.replica_acquire_budget_ms > 10'000
-      || cfg.replica_read_max_age_ms < 0 || cfg.heartbeat_interval_ms < 10
+      || cfg.replica_read_max_age_ms < 0 || cfg.replica_reserved_connections < -1
+      || cfg.heartbeat_interval_ms < 10
       || cfg.heartbeat_interval_ms > 60'000 || cfg.heartbeat_stale_ms <= cfg.heartbeat_interval_ms)
     return {ec::invalid, "replica-pool-size must be within 1..1000, replica-acquire-budget-ms "
                          "within 1..10000, replica-read-max-age-ms at least 0, "
-                         "heartbeat-interval-ms within 10..60000 and heartbeat-stale-ms above it"};
+                         "replica-reserved-connections at least -1, heartbeat-interval-ms within 10..60000 and heartbeat-stale-ms above it"};
   if (cfg.bus != "inproc" && cfg.bus != "postgres" && cfg.bus != "caf" && cfg.bus != "nats")
     return {ec::invalid, "bus must be inproc, postgres, caf or nats"};
   if (cfg.bus == "nats" && cfg.nats_url.empty())

@@ -78,6 +78,7 @@ struct node_config {
   std::vector<std::string> read_database_urls;  // WAGGLE_READ_DATABASE_URL (whitespace-separated)
   size_t replica_pool_size = 4;
   size_t replica_leases_per_community = 0;  // 0: half of all replica connections (at least 1)
+  int64_t replica_reserved_connections = -1;  // -1: half of all replica connections (at least 1)
   int64_t replica_acquire_budget_ms = 150;
   int64_t replica_read_max_age_ms = 0;  // bounded head reads; 0 = off
   bool bounded_replica_reads() const {

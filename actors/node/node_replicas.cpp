@@ -33,12 +33,16 @@ std::shared_ptr<route_context> make_routing(const node_config& cfg, const node_e
       env.stats->add_replica_pool(pool);
     ctx->replicas->pools.push_back(std::move(pool));
   }
-  // One community's reads hold at most this many replica connections: a
-  // client with many heavy reads in flight cannot take every one.
+  // One community's reads hold at most this many replica connections, and
+  // communities already reading there leave the reserve to the others: busy
+  // clients of one or two communities cannot take every connection.
+  const size_t half = std::max<size_t>(1, cfg.read_database_urls.size() * cfg.replica_pool_size / 2);
   ctx->replicas->max_leases_per_community =
-    cfg.replica_leases_per_community > 0
-      ? cfg.replica_leases_per_community
-      : std::max<size_t>(1, cfg.read_database_urls.size() * cfg.replica_pool_size / 2);
+    cfg.replica_leases_per_community > 0 ? cfg.replica_leases_per_community : half;
+  ctx->replicas->reserved_connections =
+    cfg.replica_reserved_connections >= 0
+      ? static_cast<size_t>(cfg.replica_reserved_connections)
+      : half;
   if (!cfg.read_database_urls.empty() && cfg.created_at_window + 60 > 960)
     log::warn("replicas",
               "created_at_window leaves no room below the commit floor (960 s): most events "

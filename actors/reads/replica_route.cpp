@@ -23,6 +23,7 @@ std::string_view to_string(route_reason r) {
     case route_reason::reader_validation_error: return "reader_validation_error";
     case route_reason::reader_token_behind: return "reader_token_behind";
     case route_reason::community_share: return "community_share";
+    case route_reason::community_reserve: return "community_reserve";
     case route_reason::replica_error: return "replica_error";
   }
   return "unknown";
@@ -130,23 +131,35 @@ void count(route_context& ctx, const read_shape& shape, const route_decision& d,
 
 }  // namespace
 
-bool replica_set::take_share(int64_t community) {
-  if (max_leases_per_community == 0)
-    return true;
+replica_set::share replica_set::take_share(int64_t community) {
+  if (max_leases_per_community == 0 && reserved_connections == 0)
+    return share::taken;
   std::lock_guard lock(share_mutex_);
-  auto& n = held_[community];
-  if (n >= max_leases_per_community)
-    return false;
-  ++n;
-  return true;
+  auto held = held_.find(community);
+  size_t n = held == held_.end() ? 0 : held->second;
+  if (max_leases_per_community > 0 && n >= max_leases_per_community)
+    return share::community_full;
+  if (n > 0 && reserved_connections > 0) {
+    size_t capacity = 0;
+    for (auto& p : pools)
+      capacity += p->max_connections();
+    if (held_total_ + 1 + reserved_connections > capacity)
+      return share::reserved;
+  }
+  ++held_[community];
+  ++held_total_;
+  return share::taken;
 }
 
 void replica_set::give_share(int64_t community) {
-  if (max_leases_per_community == 0)
+  if (max_leases_per_community == 0 && reserved_connections == 0)
     return;
   std::lock_guard lock(share_mutex_);
-  if (auto i = held_.find(community); i != held_.end() && --i->second == 0)
-    held_.erase(i);
+  if (auto i = held_.find(community); i != held_.end()) {
+    --held_total_;
+    if (--i->second == 0)
+      held_.erase(i);
+  }
 }
 
 routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::connection& writer_conn,
@@ -172,8 +185,13 @@ routed_outcome run_routed(route_context& ctx, const read_shape& shape, pqxx::con
     return to_writer(*d);
 
   auto& set = *ctx.replicas;
-  if (!set.take_share(community_id))
-    return to_writer(writer(route_reason::community_share));
+  switch (set.take_share(community_id)) {
+    case replica_set::share::taken: break;
+    case replica_set::share::community_full:
+      return to_writer(writer(route_reason::community_share));
+    case replica_set::share::reserved:
+      return to_writer(writer(route_reason::community_reserve));
+  }
   struct give_back {
     replica_set& set;
     int64_t community;

@@ -45,6 +45,7 @@ enum class route_reason : uint8_t {
   reader_token_behind,      // writer: the replica is behind every proof in the ring
   replica_error,            // writer: the replica failed mid-read; the read ran again here
   community_share,          // writer: the community's reads hold their share of replica connections
+  community_reserve,        // writer: the free replica connections are kept for other communities
 };
 std::string_view to_string(route_reason r);
 
@@ -98,15 +99,25 @@ struct replica_set {
   // holds at most its community's share, and another community's reads
   // still find a connection (docs/replicas.md, "Shares").
   size_t max_leases_per_community = 0;
+  // Connections kept for communities that hold none (0 = no reserve): a
+  // community already reading on a replica takes another only while more
+  // than this many stay free. Shares alone let two busy communities take
+  // everything; with the reserve, every connection is held only when more
+  // than `reserved_connections` communities read at once (docs/replicas.md,
+  // "Shares").
+  size_t reserved_connections = 0;
 
-  // A place for one read of `community`; false: its share is taken (the
-  // read goes to the writer at once, without waiting for a connection).
-  bool take_share(int64_t community);
+  enum class share { taken, community_full, reserved };
+  // A place for one read of `community`, counted against the capacity of
+  // every pool together; anything but `taken`: the read goes to the writer
+  // at once, without waiting for a connection.
+  share take_share(int64_t community);
   void give_share(int64_t community);
 
  private:
   std::mutex share_mutex_;
   std::unordered_map<int64_t, size_t> held_;
+  size_t held_total_ = 0;
 };
 
 struct route_context {

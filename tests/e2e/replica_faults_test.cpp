@@ -81,6 +81,73 @@ TEST_F(replica_faults, ACommunityHoldsAtMostItsShareOfReplicaConnections) {
   EXPECT_EQ(decisions(replica_covered), 3u) << "the share came back when the outer read ended";
 }
 
+// Issue 34 (two hostile communities holding every replica connection): one
+// replica of 4 connections, a share of 2 and a reserve of 2 (the node's
+// defaults for it). Reads of A and B pile up, each nested in the one before
+// while it holds its connection: A takes 2, B its first; B's second goes to
+// the writer at once (writer/community_reserve), and a third community's
+// read, arriving last, still finds a replica connection. Red without the
+// reserve (checked): B's second read takes the last connection and C's, read
+// while B's holds it, waits out the acquire budget.
+TEST_F(replica_faults, TwoBusyCommunitiesLeaveAReplicaConnectionToAThird) {
+  db::replica_pool_options o;
+  o.url = standby::url_for(db_->name());
+  o.name = "reader-0";
+  o.max_connections = 4;
+  o.statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
+  auto four = std::make_shared<db::replica_pool>(o);
+  ctx_->replicas = std::make_shared<replica_set>();
+  ctx_->replicas->pools.push_back(four);
+  ctx_->replicas->max_leases_per_community = 2;
+  ctx_->replicas->reserved_connections = 2;
+  int64_t b = 0, c = 0;
+  {
+    auto conn = db_->connect();
+    auto made_b = db::add_community(*conn, "faults-b.test", "b", community_policy::open);
+    auto made_c = db::add_community(*conn, "faults-c.test", "c", community_policy::open);
+    ASSERT_TRUE(made_b.has_value() && made_c.has_value());
+    b = made_b->id;
+    c = made_c->id;
+  }
+  prove();
+  const std::string writer_reserve =
+    R"(waggle_route_decisions_total{path="history",decision="writer",reason="community_reserve"})";
+  // The hook runs inside the innermost read served by the replica, holding its connection,
+  // so each read below is nested in the one before. C is read inside B's second read when
+  // that one holds a connection (without the reserve), else right after it.
+  enum class who { a1, a2, b1, b2, c1 } current = who::a1;
+  answer a2, b1, b2, c1;
+  bool c_read = false;
+  auto read_c = [&] {
+    current = who::c1;
+    c1 = read(read_until(c, now_ - 2000));
+    c_read = true;
+  };
+  ctx_->after_proof = [&](const std::string&) {
+    switch (current) {
+      case who::a1: current = who::a2, a2 = read(covered_read()); break;
+      case who::a2: current = who::b1, b1 = read(read_until(b, now_ - 2000)); break;
+      case who::b1:
+        current = who::b2;
+        b2 = read(read_until(b, now_ - 2000));
+        if (!c_read)
+          read_c();
+        break;
+      case who::b2: read_c(); break;
+      case who::c1: break;
+    }
+  };
+  auto a1 = read(covered_read());
+  ctx_->after_proof = nullptr;
+  ASSERT_TRUE(a1.answered && a2.answered && b1.answered && b2.answered && c1.answered);
+  EXPECT_EQ(a1.reply.raws.size(), 50u);
+  EXPECT_EQ(a2.reply.raws.size(), 50u);
+  EXPECT_TRUE(b2.reply.err.ok()) << "the writer answers it";
+  EXPECT_EQ(decisions(writer_reserve), 1u) << "B's second read";
+  EXPECT_EQ(decisions(replica_covered), 4u) << "A's two, B's first and C's";
+  EXPECT_EQ(four->counters().acquire_timeouts.load(), 0u) << "C did not wait for a connection";
+}
+
 // Must-show 4: a VACUUM on the primary removes row versions the replica's
 // snapshot still needs; replay waits max_standby_streaming_delay, then ends
 // the replica's session. The page comes from the writer, whole.

@@ -6,6 +6,7 @@
 
 #include "actors/reads/heartbeat_ring.hpp"
 #include "actors/reads/replica_route.hpp"
+#include "db/replica_pool.hpp"
 
 namespace waggle {
 namespace {
@@ -188,6 +189,38 @@ TEST(RouteShape, TheUpperBoundIsTheGreatestUntilOrTheHorizon) {
   a.until = 10;
   b.until = 20;
   EXPECT_EQ(shape_of({a, b}, &page, {}).upper, std::optional<int64_t>{20});
+}
+
+// Issue 34 (two hostile communities holding every replica connection): one
+// replica of 4 connections, the node's defaults (a share of 2, a reserve of
+// 2). Two communities with reads piling up hold 3 connections between them;
+// the last is kept for a community reading nothing, and a third community
+// gets it. Red without the reserve: B's second read takes it.
+TEST(ReplicaShares, TwoBusyCommunitiesLeaveAConnectionToAThird) {
+  db::replica_pool_options o;
+  o.url = "postgresql://127.0.0.1:1/never-opened";  // lazy: the shares never connect
+  o.max_connections = 4;
+  replica_set set;
+  set.pools.push_back(std::make_shared<db::replica_pool>(o));
+  set.max_leases_per_community = 2;
+  set.reserved_connections = 2;
+  using share = replica_set::share;
+  const int64_t a = 1, b = 2, c = 3, d = 4;
+  EXPECT_EQ(set.take_share(a), share::taken);
+  EXPECT_EQ(set.take_share(a), share::taken);
+  EXPECT_EQ(set.take_share(a), share::community_full);
+  EXPECT_EQ(set.take_share(b), share::taken);
+  EXPECT_EQ(set.take_share(b), share::reserved) << "it would leave one free, the reserve is 2";
+  EXPECT_EQ(set.take_share(c), share::taken) << "a community reading nothing gets the reserve";
+  EXPECT_EQ(set.take_share(d), share::taken) << "the share counts places, the pool may make it wait";
+  set.give_share(d);
+  set.give_share(c);
+  set.give_share(a);
+  EXPECT_EQ(set.take_share(b), share::reserved) << "A and B hold one each: two stay free";
+  set.give_share(a);
+  EXPECT_EQ(set.take_share(b), share::taken) << "with A done, B may take its second";
+  EXPECT_EQ(set.take_share(a), share::taken);
+  EXPECT_EQ(set.take_share(a), share::reserved);
 }
 
 }  // namespace
