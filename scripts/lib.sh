@@ -8,6 +8,8 @@
 #   WAGGLE_PG_PORT       port of the private PostgreSQL of ./scripts/run (default 15433)
 #   WAGGLE_TEST_PG_PORT  port of the private PostgreSQL of ./scripts/test (default 15434)
 #   WAGGLE_TEST_STANDBY_PORT  port of its streaming standby (default WAGGLE_TEST_PG_PORT + 10)
+#   WAGGLE_DISK_PG_PORT  port of the throwaway PostgreSQL of the disk-full fault, on its own
+#                        small filesystem (default WAGGLE_TEST_PG_PORT + 2)
 #   WAGGLE_STANDBY_PORT  port of the standby of the run cluster, WAGGLE_REPLICAS=1 (default
 #                        WAGGLE_PG_PORT + 10)
 #   WAGGLE_DATABASE_URL  ./scripts/run uses this database and starts no PostgreSQL
@@ -24,6 +26,7 @@ WAGGLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 : "${WAGGLE_TEST_PG_PORT:=15434}"
 : "${WAGGLE_TEST_STANDBY_PORT:=$((WAGGLE_TEST_PG_PORT + 10))}"
 : "${WAGGLE_STANDBY_PORT:=$((WAGGLE_PG_PORT + 10))}"
+: "${WAGGLE_DISK_PG_PORT:=$((WAGGLE_TEST_PG_PORT + 2))}"
 : "${WAGGLE_BUILD_DIR:=$WAGGLE_ROOT/build/release}"
 : "${WAGGLE_BUILD_JOBS:=2}"
 WAGGLE_PG_BIN=${WAGGLE_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -147,7 +150,9 @@ wg_pg_select() {
       WG_PG_PORT=$WAGGLE_TEST_STANDBY_PORT sub=pg-test-standby name=standby
       WG_PG_STANDBY=1 WG_PG_PRIMARY=test ;;
     run-standby) WG_PG_PORT=$WAGGLE_STANDBY_PORT sub=pg-standby WG_PG_STANDBY=1 WG_PG_PRIMARY=run ;;
-    *) wg_die "wg_pg_select: unknown cluster '$1' (run, test, standby, run-standby)" ;;
+    # The disk-full fault's cluster: pg-disk is the mount point of its small filesystem.
+    disk) WG_PG_PORT=$WAGGLE_DISK_PG_PORT sub=pg-disk/data ;;
+    *) wg_die "wg_pg_select: unknown cluster '$1' (run, test, standby, run-standby, disk)" ;;
   esac
   WG_PG_NAME=$name
   local dir=$WAGGLE_DATA_DIR/$sub hash

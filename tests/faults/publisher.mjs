@@ -11,6 +11,8 @@
 //     --kill-pid PID --kill-after N   SIGKILL PID once N events are acknowledged (burst)
 //     --progress-file FILE  "acked N / rejected N / sent N / last_ack_ms T" lines, refreshed 5x a second
 //     --max-ms N            hard stop (default 120000)
+//     --mention PUBKEY      kind 9 messages with a `p` tag naming PUBKEY (an agent registered with
+//                           an operator listener: each wakes it) instead of kind 1 notes
 // Prints one JSON summary line on stdout. Exit 0 unless it could not do its job (no
 // connection, AUTH refused, or the requested kill never happened).
 import { createRequire } from 'node:module'
@@ -35,6 +37,7 @@ const killAfter = Number(opt('kill-after', 0))
 const ackedFile = opt('acked-file')
 const progressFile = opt('progress-file')
 const maxMs = Number(opt('max-ms', 120000))
+const mention = opt('mention')
 if (!url || !ackedFile || !['burst', 'stream'].includes(mode)) {
   console.error('usage: publisher.mjs --url URL --acked-file FILE [--mode burst|stream] ...')
   process.exit(2)
@@ -51,9 +54,9 @@ let seq = 0
 
 function makeEvent(sk, i) {
   return finalizeEvent({
-    kind: 1,
+    kind: mention ? 9 : 1,
     created_at: Math.floor(Date.now() / 1000),
-    tags: [['t', 'waggle-durability']],
+    tags: mention ? [['p', mention]] : [['t', 'waggle-durability']],
     content: `durability ${process.pid} ${i} ${Math.random().toString(36).slice(2)}`,
   }, sk)
 }
