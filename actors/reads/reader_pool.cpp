@@ -1,6 +1,7 @@
 #include "actors/reads/reader_pool.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "actors/trace/trace_recorder.hpp"
 
@@ -34,14 +35,29 @@ void fair_read_queue::push(queued_read read) {
   turn_.insert(cpos, community);
 }
 
-std::optional<queued_read> fair_read_queue::pop() {
-  if (turn_.empty())
+std::optional<queued_read> fair_read_queue::pop(bool searches) {
+  auto runnable = [&](const community_queue& c, const caf::actor_addr& a) {
+    return searches || !c.requesters.at(a).reads.front().search;
+  };
+  // The first community in the turn with a requester whose next read may
+  // run, and in it the first such requester: with searches allowed, the
+  // fronts of both turns.
+  auto ci = turn_.begin();
+  std::deque<caf::actor_addr>::iterator ri;
+  for (; ci != turn_.end(); ++ci) {
+    auto& c = communities_.at(*ci);
+    ri = std::find_if(c.turn.begin(), c.turn.end(),
+                      [&](const caf::actor_addr& a) { return runnable(c, a); });
+    if (ri != c.turn.end())
+      break;
+  }
+  if (ci == turn_.end())
     return std::nullopt;
-  auto community = turn_.front();
-  turn_.pop_front();
+  auto community = *ci;
+  turn_.erase(ci);
   auto& c = communities_.at(community);
-  auto from = c.turn.front();
-  c.turn.pop_front();
+  auto from = *ri;
+  c.turn.erase(ri);
   auto& r = c.requesters.at(from);
   auto read = std::move(r.reads.front());
   r.reads.pop_front();
@@ -111,6 +127,8 @@ void reader_pool_state::init(reader_pool_ptr self_ptr, std::vector<reader_sessio
   sessions = std::move(all);
   busy.assign(sessions.size(), false);
   running.resize(sessions.size());
+  running_search.assign(sessions.size(), false);
+  max_searches = std::max<size_t>(1, sessions.size() - 1);
   env = std::move(e);
   for (size_t k = 0; k < sessions.size(); ++k) {
     self->link_to(sessions[k]);
@@ -126,6 +144,9 @@ caf::typed_response_promise<Reply> reader_pool_state::take(Req&& req) {
   read.community = req.community_id;
   read.from = caf::actor_cast<caf::actor_addr>(self->current_sender());
   read.request_id = self->current_message_id().request_id().integer_value();
+  if constexpr (!std::is_same_v<std::decay_t<Req>, access_request>)
+    read.search = std::any_of(req.filters.begin(), req.filters.end(),
+                              [](const proto::filter& f) { return f.search.has_value(); });
   auto promise = self->make_response_promise<Reply>();
   // Delegated: the session answers the requester directly (and records the
   // exchange as its own, as before the pool held a queue).
@@ -143,9 +164,13 @@ void reader_pool_state::dispatch() {
   for (size_t k = 0; k < sessions.size() && queue.size() > 0; ++k) {
     if (busy[k])
       continue;
-    auto read = queue.pop();
+    auto read = queue.pop(searches_running < max_searches);
+    if (!read)
+      break;  // only searches wait, and their sessions are taken
     busy[k] = true;
     running[k] = {read->community, read->from};
+    running_search[k] = read->search;
+    searches_running += read->search ? 1 : 0;
     read->run(k);
   }
   publish_gauges();
@@ -155,6 +180,10 @@ void reader_pool_state::on_idle(size_t session) {
   if (session >= sessions.size() || !busy[session])
     return;
   busy[session] = false;
+  if (running_search[session]) {
+    running_search[session] = false;
+    --searches_running;
+  }
   queue.finished(running[session].first, running[session].second);
   running[session] = {};
   dispatch();

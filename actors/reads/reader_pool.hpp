@@ -31,6 +31,7 @@ struct queued_read {
   int64_t community = 0;
   caf::actor_addr from;
   uint64_t request_id = 0;  // the requester's caf::message_id::request_id
+  bool search = false;      // a NIP-50 search: the costly kind, with its own cap
   std::function<void(size_t session)> run;
 };
 
@@ -44,7 +45,10 @@ class fair_read_queue {
  public:
   void push(queued_read read);
   // The next read by turns, or nothing; it counts as running until finished().
-  std::optional<queued_read> pop();
+  // Without `searches`, a requester whose next read is a search is passed
+  // over (its later reads wait behind it: a requester's order never changes)
+  // and the turn goes on to the next one that has a plain read.
+  std::optional<queued_read> pop(bool searches = true);
   void finished(int64_t community, const caf::actor_addr& from);
   // Removes the sender's queued reads (`all`, or those whose request id is
   // listed) and returns them, in arrival order.
@@ -78,6 +82,12 @@ struct reader_pool_state {
   std::vector<bool> busy;
   // Whose read each busy session runs (community, requester), for the turns.
   std::vector<std::pair<int64_t, caf::actor_addr>> running;
+  // Searches run on at most all sessions but one (one with a single
+  // session): a flood of searches, each up to its ceiling, leaves a session
+  // to every other read (docs/search.md, "Cost").
+  std::vector<bool> running_search;
+  size_t searches_running = 0;
+  size_t max_searches = 1;
   fair_read_queue queue;
   node_env env;  // "reader_pool": records the order it takes reads in
 
