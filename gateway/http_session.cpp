@@ -304,6 +304,8 @@ http_session::response http_session::readiness() {
 std::optional<community> http_session::community_of(const std::string& host_header,
                                                     bool upgrade) {
   if (host_header.empty()) {
+    if (st_->api.watch)
+      st_->api.watch->refused("host_missing");
     send(make(http::status::bad_request, text_plain, "missing Host header\n"), upgrade);
     return std::nullopt;
   }
@@ -314,6 +316,8 @@ std::optional<community> http_session::community_of(const std::string& host_head
     log::warn(st_->api, "find_community threw", e.what());
   }
   if (!found) {
+    if (st_->api.watch)
+      st_->api.watch->refused("host_unknown");
     send(make(http::status::not_found, text_plain,
               "unknown community host: " + host_header + "\n"),
          upgrade);
@@ -471,8 +475,11 @@ void http_session::on_json_reply(http_rpc_reply reply) {
   submit_timer_.cancel();
   auto status = static_cast<http::status>(reply.http_status);
   auto res = make(status, app_json, std::move(reply.body));
-  if (status == http::status::unauthorized)
+  if (status == http::status::unauthorized) {
+    if (st_->api.watch)
+      st_->api.watch->refused("nip98");
     res.set(http::field::www_authenticate, "Nostr");
+  }
   send(std::move(res));
 }
 
@@ -482,8 +489,11 @@ void http_session::on_rpc_reply(http_rpc_reply reply) {
   auto status = static_cast<http::status>(reply.http_status);
   auto res = make(status, "application/nostr+json+rpc", std::move(reply.body));
   add_cors(res);
-  if (status == http::status::unauthorized)
+  if (status == http::status::unauthorized) {
+    if (st_->api.watch)
+      st_->api.watch->refused("nip98");
     res.set(http::field::www_authenticate, "Nostr");
+  }
   send(std::move(res));
 }
 
@@ -494,8 +504,11 @@ void http_session::on_event_reply(http_event_reply reply) {
   auto res = make(status, app_json,
                   proto::render_submit_reply(reply.id, reply.accepted, reply.message));
   add_cors(res);
-  if (status == http::status::unauthorized)
+  if (status == http::status::unauthorized) {
+    if (st_->api.watch)
+      st_->api.watch->refused("nip98");
     res.set(http::field::www_authenticate, "Nostr");
+  }
   send(std::move(res));
 }
 

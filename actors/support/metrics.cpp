@@ -1,8 +1,10 @@
 #include "actors/support/metrics.hpp"
 
+#include "actors/support/log.hpp"
 #include "db/event_store.hpp"
 
 #include <sstream>
+#include <utility>
 
 namespace waggle {
 
@@ -49,11 +51,27 @@ void metrics::count_rejected(const std::string& reason) {
 }
 
 void metrics::count_refused(std::string_view reason) {
-  std::lock_guard guard{mtx_};
-  auto it = refused_.find(reason);
-  if (it == refused_.end())
-    it = refused_.emplace(std::string{reason}, 0).first;
-  ++it->second;
+  uint64_t to_log = 0;
+  {
+    std::lock_guard guard{mtx_};
+    auto it = refused_.find(reason);
+    if (it == refused_.end())
+      it = refused_.emplace(std::string{reason}, 0).first;
+    ++it->second;
+    auto lg = refusal_log_.find(reason);
+    if (lg == refusal_log_.end())
+      lg = refusal_log_.emplace(std::string{reason}, refusal_log{}).first;
+    ++lg->second.unlogged;
+    auto now = std::chrono::steady_clock::now();
+    if (lg->second.last == std::chrono::steady_clock::time_point{}
+        || now - lg->second.last >= std::chrono::seconds(1)) {
+      to_log = std::exchange(lg->second.unlogged, 0);
+      lg->second.last = now;
+    }
+  }
+  if (to_log > 0)
+    log::info("refusals", "refused",
+              {{"reason", std::string{reason}}, {"count", std::to_string(to_log)}});
 }
 
 void metrics::count(const answer& a) {

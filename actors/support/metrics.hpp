@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -78,6 +79,8 @@ class metrics {
   // not about an event's content (waggle_refusals_total{reason}). `reason` is
   // a short fixed label ("too_many_connections", "reads_in_flight", ...),
   // never client text: labels are a closed set (docs/operations.md lists them).
+  // Also logged ("refused", component "refusals"): at most one line per
+  // reason a second, carrying the count since the reason's last line.
   void count_refused(std::string_view reason);
 
   // One finished delivery attempt (waggle_deliveries_total{queue,outcome}):
@@ -107,6 +110,13 @@ class metrics {
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> rejected_;
   std::map<std::string, uint64_t, std::less<>> refused_;
+  // The log's view of refusals: one line per reason a second at most, with
+  // how many there were since its last line (a flood must not flood the log).
+  struct refusal_log {
+    uint64_t unlogged = 0;
+    std::chrono::steady_clock::time_point last{};
+  };
+  std::map<std::string, refusal_log, std::less<>> refusal_log_;
   std::map<std::pair<std::string, std::string>, uint64_t> deliveries_;
   std::map<std::string, uint64_t, std::less<>> push_jobs_, push_wakes_;
 };

@@ -281,5 +281,39 @@ TEST(OperatorListenerConfig, NodeDoesNotStartWithAMalformedValue) {
   EXPECT_NE(out.find("entry 2 \"broken\""), std::string::npos) << out;
 }
 
+// Isolation (issue 34; docs/reliability.md, "Isolation"): a listener's
+// registration belongs to the community it was made on. Registered on
+// alpha, the key is not listed on beta, a mention of it in beta makes no
+// outbox row and reaches no listener, and a token signed for alpha's URL is
+// refused on beta.
+TEST_F(OperatorListenerE2E, ARegistrationInOneCommunityWakesNothingInAnother) {
+  ASSERT_EQ(signed_call("alpha.test", listener_sk, "POST", pubkeys_body({key('7')})).status, 200u);
+  auto listed = signed_call("beta.test", listener_sk, "GET", "");
+  ASSERT_EQ(listed.status, 200u) << listed.body;
+  EXPECT_EQ(listed.body.find(key('7')), std::string::npos) << listed.body;
+  const std::string body = pubkeys_body({key('8')});
+  auto alphas_token = proto::make_nip98(listener_sk, "http://alpha.test" + path, "POST", body,
+                                        unix_now());
+  EXPECT_EQ(call("beta.test", "POST", body, alphas_token).status, 401u);
+
+  auto c = login("beta.test", alice);
+  auto in_beta = signed_event(alice, 9, "agent seven, in beta", {{"p", key('7')}});
+  ASSERT_NE(publish(*c, in_beta).find(",true,"), std::string::npos);
+  // The same mention in alpha, after it: once it is delivered, beta's would
+  // have been too.
+  auto a = login("alpha.test", alice);
+  auto before = server_->count("/wake");
+  auto in_alpha = signed_event(alice, 9, "agent seven, in alpha", {{"p", key('7')}});
+  ASSERT_NE(publish(*a, in_alpha).find(",true,"), std::string::npos);
+  auto got = server_->wait_for("/wake", before + 1);
+  ASSERT_GE(got.size(), before + 1);
+  for (auto& r : got)
+    EXPECT_EQ(r.body.find(in_beta.id), std::string::npos) << "beta's mention was delivered";
+  EXPECT_NE(got.back().body.find(in_alpha.id), std::string::npos);
+  EXPECT_EQ(outbox_rows("event_id = decode('" + in_beta.id + "', 'hex')"), 0);
+  EXPECT_EQ(signed_call("beta.test", listener_sk, "GET", "").body.find(key('8')),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace waggle::e2e

@@ -4,7 +4,9 @@
 // community by Host-header tricks, NIP-42's relay tag and NIP-98's `u`. One
 // node over a scratch database with two open communities, alpha.test and
 // beta.test (tests/e2e/node_fixture.hpp); every attempt must come back empty
-// or refused, and nothing of beta's may show on alpha. Private channels
+// or refused (each refusal counted in waggle_refusals_total and logged), and
+// nothing of beta's may show on alpha. Listener registrations:
+// OperatorListenerE2E.ARegistrationInOneCommunityWakesNothingInAnother. Private channels
 // (members only, by every path) are proved in tests/e2e/channels_*; replicas
 // in tests/e2e/replica_redteam_test.cpp (EveryRoutedPathReturnsOnlyTheCallersCommunity).
 
@@ -48,6 +50,13 @@ class isolation : public node_e2e {
         return -1;
     }
     return -1;
+  }
+  // waggle_refusals_total of `reason` (0 before its first).
+  uint64_t refusals(const std::string& reason) {
+    auto text = node_->api().watch->metrics_text();
+    auto line = "waggle_refusals_total{reason=\"" + reason + "\"} ";
+    auto at = text.find(line);
+    return at == std::string::npos ? 0 : std::stoull(text.substr(at + line.size()));
   }
   // NIP-11's name as the node answers it for this Host header value; the
   // status when it is not 200.
@@ -116,8 +125,10 @@ TEST_F(isolation, a_live_subscription_hears_nothing_of_the_other) {
 // captured from beta's traffic): 401, and the event is stored nowhere.
 TEST_F(isolation, a_post_with_a_token_for_the_other_community_is_refused) {
   auto ev = signed_event(pgtest::secret(75), 1, "posted with beta's token on alpha");
+  auto before = refusals("nip98");
   auto r = post_event("alpha.test", pgtest::secret(75), ev, "http://beta.test/events");
   EXPECT_EQ(r.status, 401u) << r.body;
+  EXPECT_EQ(refusals("nip98"), before + 1);
   auto alpha = login("alpha.test", pgtest::secret(72));
   auto beta = login("beta.test", pgtest::secret(73));
   EXPECT_TRUE(history(*alpha, "p", "{\"ids\":[\"" + ev.id + "\"]}").empty());
@@ -155,12 +166,16 @@ TEST_F(isolation, host_header_tricks_never_reach_the_other_community) {
   EXPECT_NE(absolute, "Beta") << "an absolute-form target moved the request to beta";
   std::printf("[ observed ] absolute-form target http://beta.test/ with Host alpha.test: %s\n",
               absolute.c_str());
+  auto unknown_before = refusals("host_unknown"), missing_before = refusals("host_missing");
   for (const char* host : {"gamma.test", "alpha.test' OR '1'='1", "alpha.test%00beta.test",
                            "alpha.test@beta.test", "beta.test.alpha.test", ""}) {
     auto name = nip11_name({{"Host", host}, {"Accept", "application/nostr+json"}});
     EXPECT_TRUE(name.rfind("status 4", 0) == 0) << host << " -> " << name;
     std::printf("[ observed ] Host \"%s\": %s\n", host, name.c_str());
   }
+  // Refused, and counted (and logged, once a second per reason at most).
+  EXPECT_EQ(refusals("host_unknown"), unknown_before + 5);
+  EXPECT_EQ(refusals("host_missing"), missing_before + 1);
   // A WebSocket opened as ALPHA.TEST: alpha's community, beta's secret unseen.
   auto c = login("ALPHA.TEST", pgtest::secret(72));
   EXPECT_TRUE(history(*c, "case", "{\"ids\":[\"" + secret().id + "\"]}").empty());
