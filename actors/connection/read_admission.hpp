@@ -35,9 +35,10 @@ struct read_admission_settings {
 // (ids, authors, kinds and tag values, all filters together), so the widest
 // REQ the limits allow (10 filters x 500 values) costs 61 and a one-id REQ 2;
 // plus `search_read_cost` per search filter, which ranks up to
-// --search-max-ranked rows where another filter reads at most its limit
-// (docs/search.md, "Cost").
-constexpr double search_read_cost = 20;
+// --search-max-ranked rows where another filter reads at most its limit:
+// 3-6 ms of the database for the commonest word of 200,000 notes, some 50
+// one-id REQs' worth (docs/search.md, "Cost").
+constexpr double search_read_cost = 100;
 double read_cost(const std::vector<proto::filter>& filters);
 
 struct read_refusal {

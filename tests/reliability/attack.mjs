@@ -10,7 +10,7 @@
 //   node attack.mjs report  --dir D --names a,b,... --meta F --out F
 //
 // Attacks: idle (nothing; the unloaded window), upgrades, count-flood, req-flood,
-// sub-memory, no-read. The ws and nostr-tools packages come from tests/client.
+// sub-memory, no-read, search-flood. The ws and nostr-tools packages come from tests/client.
 import { createRequire } from 'node:module'
 import { readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
@@ -508,9 +508,36 @@ async function noRead(ctx) {
   return seen
 }
 
+// f. 50 NIP-50 searches in flight for the commonest word of the community (run seeds it into
+// most of its events), over 7 connections (8 reads in flight each at most): each search is
+// sent again as soon as its EOSE arrives, or 50 ms after a CLOSED.
+async function searchFlood(ctx) {
+  const total = num('searches', 50), conns = num('connections', 7), word = opt.word || 'waggle'
+  const seen = { sent: 0, eose: 0, events: 0, closed: {}, search_seconds: [] }
+  const cs = await Promise.all(Array.from({ length: conns }, () => connectAuthed().catch(() => null)))
+  const live = cs.filter(Boolean)
+  if (!live.length) throw new Error('no attacker connection')
+  const one = (c, sub) => {
+    if (ctx.over() || c.closed) return
+    const t0 = now()
+    c.subs.set(sub, {
+      onEvent: () => seen.events++,
+      onEose: () => { seen.eose++; seen.search_seconds.push(+((now() - t0) / 1000).toFixed(3)); c.subs.delete(sub); c.send(['CLOSE', sub]); one(c, sub) },
+      onClosed: (r) => { if (!ctx.over()) bump(seen.closed, prefixOf(r)); setTimeout(() => one(c, sub), 50) },
+    })
+    c.send(['REQ', sub, { kinds: [1], search: word, limit: 100 }])
+    seen.sent++
+  }
+  for (let i = 0; i < total; ++i) one(live[i % live.length], `q${i}`)
+  await ctx.untilOver()
+  seen.connections = live.length
+  for (const c of live) c.close()
+  return seen
+}
+
 async function idle(ctx) { await ctx.untilOver(); return {} }
 
-const attacks = { idle, upgrades, 'count-flood': countFlood, 'req-flood': reqFlood, 'sub-memory': subMemory, 'no-read': noRead }
+const attacks = { idle, upgrades, 'count-flood': countFlood, 'req-flood': reqFlood, 'sub-memory': subMemory, 'no-read': noRead, 'search-flood': searchFlood }
 
 async function attack() {
   const name = positional[0]
@@ -580,6 +607,7 @@ function attackerLine(name, a) {
       const m = s.socket_memory_during || {}, e = s.socket_memory_end || {}
       return `${s.connected}/${s.clients} connected; mid-window: ${m.relay_sockets} relay sockets, relay send queues ${mb((m.relay_wmem_queued || 0) / 1024)}, client receive queues ${mb((m.client_rmem || 0) / 1024)}; at the end: ${e.relay_sockets} relay sockets, send queues ${mb((e.relay_wmem_queued || 0) / 1024)}, receive queues ${mb((e.client_rmem || 0) / 1024)}`
     }
+    case 'search-flood': return `${s.connections} connections, ${s.sent} searches sent, ${s.eose} answered (EOSE), ${s.events} events, CLOSED: ${kinds(s.closed)}; search to EOSE median ${pct(s.search_seconds || [], 50) ?? '–'} s, p99 ${pct(s.search_seconds || [], 99) ?? '–'} s`
     default: return ''
   }
 }
