@@ -34,7 +34,7 @@ TEST_F(WriteTest, SameEventTwiceInOneBatch) {
 TEST_F(WriteTest, RawJsonIsReturnedVerbatimIncludingNulInContent) {
   auto c = community();
   auto ev = make_event(1, 1, 1000, {{"t", "quote\"back\\slash"}},
-                       std::string("nul:\0:unicode:\xc3\xa9:\"q\"\n", 23));
+                       std::string("nul:\0:unicode:\xc3\xa9:\"q\"\n", 21));
   ASSERT_NE(ev.raw.find("\\u0000"), std::string::npos) << ev.raw;
   EXPECT_EQ(write1(c, ev), write_outcome::stored);
   proto::filter f;
