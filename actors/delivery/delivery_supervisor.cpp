@@ -79,14 +79,24 @@ void delivery_supervisor_state::on_claimed(delivery_claim_reply& reply) {
   claiming = false;
   int64_t oldest_ms = 0;
   const int64_t now_ms = env.unix_now() * 1000;
+  size_t waiting = 0;  // claimed rows put in line, in claim order
   for (auto& job : reply.jobs) {
-    if (free_slots.empty()) {
-      // Cannot happen (the claim asked for the free slots only); the row's
-      // lease runs out and it is claimed again.
-      log::error("delivery", "claimed more rows than free slots", {{"queue", settings.queue}});
-      break;
-    }
     oldest_ms = std::max(oldest_ms, now_ms - job.created_at * 1000);
+    if (free_slots.empty()) {
+      // The claim asked for the slots free when it left, but wakes handed
+      // over meanwhile (push: delivery_ready) may have taken them. The row is
+      // claimed: it waits in memory for the next free slot, first in line
+      // (revalidated by this claim), not for its lease to run out.
+      if (ready.size() >= settings.ready_max) {
+        count("overflow");  // claimed again when its claim's lease runs out
+        continue;
+      }
+      // (The clock is read only here: a replayed trace reads it where the
+      // recording did.)
+      ready.insert(ready.begin() + static_cast<std::ptrdiff_t>(waiting++),
+                   {std::move(job), env.steady_now()});
+      continue;
+    }
     auto slot = free_slots.back();
     free_slots.pop_back();
     slot_routes[slot] = job.route;

@@ -53,6 +53,27 @@ std::optional<queued_read> fair_read_queue::pop(bool searches) {
   }
   if (ci == turn_.end())
     return std::nullopt;
+  auto search_front = [&](const community_queue& c, const caf::actor_addr& a) {
+    return c.requesters.at(a).reads.front().search;
+  };
+  bool search = search_front(communities_.at(*ci), *ri);
+  if (search) {
+    // The search lane's turn: among the communities with a search at a
+    // requester's front, the one whose search ran longest ago (the turn's
+    // order breaks ties), and in it the first such requester. (With
+    // searches allowed, ci and ri are the fronts of both turns.)
+    for (auto cj = turn_.begin(); cj != turn_.end(); ++cj) {
+      auto& c = communities_.at(*cj);
+      if (cj == ci || c.last_search_served >= communities_.at(*ci).last_search_served)
+        continue;
+      auto rj = std::find_if(c.turn.begin(), c.turn.end(),
+                             [&](const caf::actor_addr& a) { return search_front(c, a); });
+      if (rj != c.turn.end()) {
+        ci = cj;
+        ri = rj;
+      }
+    }
+  }
   auto community = *ci;
   turn_.erase(ci);
   auto& c = communities_.at(community);
@@ -64,6 +85,8 @@ std::optional<queued_read> fair_read_queue::pop(bool searches) {
   --size_;
   ++r.running;
   c.last_served = r.last_served = ++served_;
+  if (search)
+    c.last_search_served = served_;
   // Served last, so both go to the back of their turn if they still wait.
   if (!r.reads.empty())
     c.turn.push_back(from);

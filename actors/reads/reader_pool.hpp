@@ -47,7 +47,10 @@ class fair_read_queue {
   // The next read by turns, or nothing; it counts as running until finished().
   // Without `searches`, a requester whose next read is a search is passed
   // over (its later reads wait behind it: a requester's order never changes)
-  // and the turn goes on to the next one that has a plain read.
+  // and the turn goes on to the next one that has a plain read. When the
+  // turn comes to a search, searches take their own turn: the community
+  // whose last search ran longest ago, so plain reads served past a
+  // community's waiting search never send that search to the back.
   std::optional<queued_read> pop(bool searches = true);
   void finished(int64_t community, const caf::actor_addr& from);
   // Removes the sender's queued reads (`all`, or those whose request id is
@@ -66,6 +69,7 @@ class fair_read_queue {
     std::deque<caf::actor_addr> turn;  // requesters with queued reads, by last_served
     std::unordered_map<caf::actor_addr, requester> requesters;
     uint64_t last_served = 0;
+    uint64_t last_search_served = 0;  // the search lane's own turn
   };
   void forget_if_idle(community_queue& c, const caf::actor_addr& from);
   std::deque<int64_t> turn_;  // communities with queued reads, by last_served

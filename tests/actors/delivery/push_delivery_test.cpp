@@ -114,5 +114,27 @@ TEST_F(PushDeliveryTest, AGoneAnswerIsItsOwnVerdict) {
   EXPECT_EQ(queue->completions[0].verdict, delivery_verdict::gone);
 }
 
+// Found by tests/faults/fault_check endpoints: a claim left with one free
+// slot, a wake handed over took that slot before the claim came back, and
+// the claimed retry was dropped ("claimed more rows than free slots"), to be
+// sent only when its claim's lease ran out, 30 s later. It now waits in
+// memory for the next free slot. Red before: nothing was sent once the slot
+// freed.
+TEST_F(PushDeliveryTest, ARowClaimedWhileAHandedOverWakeTookTheSlotIsSentWhenItFrees) {
+  start(1);
+  queue->add(gateway);   // a retry, due
+  sched().advance_time(5s);  // the poll: its tick reaches the supervisor
+  ASSERT_TRUE(sched().prioritize(sup));
+  sched().run_once();  // the tick: the claim leaves for the store, one slot free
+  caf::anon_send(sup, delivery_ready{{wake(9)}});
+  ASSERT_TRUE(sched().prioritize(sup));
+  sched().run_once();  // the handed-over wake takes the slot before the claim's answer
+  run();               // the claim comes back with the retry and no free slot
+  ASSERT_EQ(http->pending.size(), 1u) << "the handed-over wake, alone";
+  EXPECT_TRUE(http->answer(200));
+  run();
+  EXPECT_EQ(http->pending.size(), 1u) << "the claimed retry went out on the freed slot";
+}
+
 }  // namespace
 }  // namespace waggle::testing

@@ -218,3 +218,33 @@ TEST_F(reader_pool_search_test, SearchesLeaveASessionToEveryOtherRead) {
   EXPECT_EQ(b_log->replies, std::vector<std::string>{"ok"});
   EXPECT_EQ(c_log->replies, std::vector<std::string>{"ok"});
 }
+
+// Red team (issue 34): with the search lane, plain reads of community 1 served
+// past its waiting search used to send community 1 to the back of the turn,
+// behind community 2, which always had another search queued: 2's searches
+// took every turn of the lane and 1's search waited for good. Searches take
+// their own turn: the community whose last search ran longest ago. Red
+// without it: Y2 ran where S should.
+TEST_F(reader_pool_search_test, ACommunityThatKeepsSearchingDoesNotTakeEveryTurnOfTheLane) {
+  auto y_log = std::make_shared<client_log>(), r1_log = std::make_shared<client_log>(),
+       r2_log = std::make_shared<client_log>();
+  auto y = client(y_log), r1 = client(r1_log), r2 = client(r2_log);
+  send(y, search_of(2, "Y1"));
+  send(y, search_of(2, "Y2"));
+  send(r1, search_of(1, "S"));
+  send(r2, read_of(1, "P1"));
+  send(r2, read_of(1, "P2"));
+  EXPECT_EQ(running(0), "Y1");
+  EXPECT_EQ(running(1), "P1");
+  release(1);
+  EXPECT_EQ(running(1), "P2") << "plain reads go on beside the search";
+  release(0);
+  EXPECT_EQ(running(0), "S") << "community 1's search, not community 2's second";
+  release(0);
+  EXPECT_EQ(running(0), "Y2");
+  release(0);
+  release(1);
+  EXPECT_EQ(y_log->replies, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(r1_log->replies, std::vector<std::string>{"ok"});
+  EXPECT_EQ(r2_log->replies, std::vector<std::string>(2, "ok"));
+}
