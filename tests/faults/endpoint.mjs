@@ -1,9 +1,13 @@
 // A delivery endpoint for tests/faults/fault_check (scenario endpoints): the operator listener
 // (POST /wake) and the push gateway (POST /push) in one HTTP server on 127.0.0.1, which can be
-// stalled and killed. Every request is written to LOG as it arrives and again once its answer
-// has been handed to the kernel, synchronously, so a SIGKILL loses no line:
+// stalled and killed. Every request is written to LOG as it arrives and again just before its
+// answer is written, synchronously, so a SIGKILL loses no line:
 //   recv <path> <delivery id> <event id> <ms>      (the whole body arrived)
-//   ok <path> <delivery id> <event id> <ms>        (200 answered)
+//   ok <path> <delivery id> <event id> <ms>        (200 about to be answered)
+// "ok" comes first so that a 200 the relay read always has its line: a kill between the line
+// and the answer can only make the relay send it again (at least once; fault_check excuses a
+// second 200 of a delivery whose first came just before the kill), never hide a delivery. With
+// the line after the answer, a kill between them showed a delivered event as lost.
 // SIGUSR1 stalls it: requests arriving from then on are read and never answered (the relay's
 // timeout ends them). SIGUSR2 ends the stall (held requests stay unanswered).
 //
@@ -36,8 +40,9 @@ const server = createServer((req, res) => {
     const what = `${path} ${req.headers['x-waggle-delivery-id'] || '-'} ${eventId(path, Buffer.concat(chunks).toString())}`
     line(`recv ${what}`)
     if (stalled) return
+    line(`ok ${what}`)
     res.writeHead(200, { 'content-type': 'text/plain' })
-    res.end('ok\n', () => line(`ok ${what}`))
+    res.end('ok\n')
   })
 })
 server.keepAliveTimeout = 60000
