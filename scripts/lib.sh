@@ -111,11 +111,20 @@ wg_build() {
     wg_log "WAGGLE_SKIP_BUILD=1: using $dir as it is"
     return 0
   fi
+  local args=(-DCMAKE_BUILD_TYPE=Release)
+  # A sanitizer build keeps its debug info: its reports name lines.
+  [ -n "${WAGGLE_SANITIZE:-}" ] &&
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DWAGGLE_SANITIZE=$WAGGLE_SANITIZE")
+  if [ "${WAGGLE_SANITIZE:-}" = thread ]; then
+    # TSan needs CAF instrumented too (scripts/caf-tsan says why); the tree links that build.
+    local caf
+    caf=$("$WAGGLE_ROOT/scripts/caf-tsan") || return 1
+    args+=("-DCAF_INCLUDE=$caf/include" "-DCAF_CORE=$(wg_caf_lib "$caf" core)"
+      "-DCAF_IO=$(wg_caf_lib "$caf" io)")
+    # Also a tree configured before against Debian's uninstrumented CAF.
+    grep -q "^CAF_CORE:FILEPATH=$caf/" "$dir/CMakeCache.txt" 2>/dev/null || rm -f "$dir/build.ninja"
+  fi
   if [ ! -f "$dir/build.ninja" ]; then
-    local args=(-DCMAKE_BUILD_TYPE=Release)
-    # A sanitizer build keeps its debug info: its reports name lines.
-    [ -n "${WAGGLE_SANITIZE:-}" ] &&
-      args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DWAGGLE_SANITIZE=$WAGGLE_SANITIZE")
     cmake -S "$WAGGLE_ROOT" -B "$dir" -G Ninja "${args[@]}" >/dev/null || return 1
   fi
   local targets=()
@@ -124,6 +133,9 @@ wg_build() {
 }
 
 wg_binary() { printf '%s/waggle\n' "$WAGGLE_BUILD_DIR"; }
+
+# wg_caf_lib PREFIX core|io: the shared library of that CAF module under an install prefix.
+wg_caf_lib() { find "$1" -name "libcaf_$2.so" \( -type f -o -type l \) -print -quit; }
 
 # --- Private PostgreSQL ---------------------------------------------------------------------
 # wg_pg_select run|test: chooses the cluster of ./scripts/run ("$WAGGLE_DATA_DIR/pg", port
