@@ -83,7 +83,7 @@ caf::typed_response_promise<ingest_reply> ingest_state::on_request(ingest_reques
     if (lease)
       gate.on_lease_seen(req.community_id);  // from now on every batch gates it
   }
-  pending item{ingest_item{req.community_id, std::move(req.ev)}, promise, now, lease};
+  pending item{ingest_item{req.community_id, std::move(req.ev)}, promise, now, lease, {}, {}};
   if (lease && settings.cluster_gate && gate.enabled()) {
     ask_cluster(std::move(item));
     return promise;

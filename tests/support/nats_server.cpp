@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,15 +122,27 @@ void nats_test_server::start() {
   for (auto& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, binary_.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
+  // fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that aborts
+  // (a failed assertion in a fixture, a sanitizer's halt) takes its nats-server with it instead
+  // of leaving it on a port the next run picks again. Between fork and exec only
+  // async-signal-safe calls: the test process has threads. The signal follows the thread that
+  // forked, which is the test's own, alive until the fixture stops the server.
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0)
     throw std::runtime_error("cannot start " + binary_);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(127);  // the test died before the prctl
+    int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    ::execve(binary_.c_str(), argv.data(), environ);
+    ::_exit(127);
+  }
   pid_ = pid;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
   while (std::chrono::steady_clock::now() < deadline) {
