@@ -35,12 +35,15 @@ void fair_read_queue::push(queued_read read) {
   turn_.insert(cpos, community);
 }
 
-std::optional<queued_read> fair_read_queue::pop(bool searches) {
+std::optional<queued_read> fair_read_queue::pop(bool costly) {
+  auto costly_front = [&](const community_queue& c, const caf::actor_addr& a) {
+    return c.requesters.at(a).reads.front().costly;
+  };
   auto runnable = [&](const community_queue& c, const caf::actor_addr& a) {
-    return searches || !c.requesters.at(a).reads.front().search;
+    return costly || !costly_front(c, a);
   };
   // The first community in the turn with a requester whose next read may
-  // run, and in it the first such requester: with searches allowed, the
+  // run, and in it the first such requester: with costly reads allowed, the
   // fronts of both turns.
   auto ci = turn_.begin();
   std::deque<caf::actor_addr>::iterator ri;
@@ -53,21 +56,18 @@ std::optional<queued_read> fair_read_queue::pop(bool searches) {
   }
   if (ci == turn_.end())
     return std::nullopt;
-  auto search_front = [&](const community_queue& c, const caf::actor_addr& a) {
-    return c.requesters.at(a).reads.front().search;
-  };
-  bool search = search_front(communities_.at(*ci), *ri);
-  if (search) {
-    // The search lane's turn: among the communities with a search at a
-    // requester's front, the one whose search ran longest ago (the turn's
-    // order breaks ties), and in it the first such requester. (With
-    // searches allowed, ci and ri are the fronts of both turns.)
+  bool lane = costly_front(communities_.at(*ci), *ri);
+  if (lane) {
+    // The costly lane's turn: among the communities with a costly read at a
+    // requester's front, the one whose costly read ran longest ago (the
+    // turn's order breaks ties), and in it the first such requester. (With
+    // costly reads allowed, ci and ri are the fronts of both turns.)
     for (auto cj = turn_.begin(); cj != turn_.end(); ++cj) {
       auto& c = communities_.at(*cj);
-      if (cj == ci || c.last_search_served >= communities_.at(*ci).last_search_served)
+      if (cj == ci || c.last_costly_served >= communities_.at(*ci).last_costly_served)
         continue;
       auto rj = std::find_if(c.turn.begin(), c.turn.end(),
-                             [&](const caf::actor_addr& a) { return search_front(c, a); });
+                             [&](const caf::actor_addr& a) { return costly_front(c, a); });
       if (rj != c.turn.end()) {
         ci = cj;
         ri = rj;
@@ -85,8 +85,8 @@ std::optional<queued_read> fair_read_queue::pop(bool searches) {
   --size_;
   ++r.running;
   c.last_served = r.last_served = ++served_;
-  if (search)
-    c.last_search_served = served_;
+  if (lane)
+    c.last_costly_served = served_;
   // Served last, so both go to the back of their turn if they still wait.
   if (!r.reads.empty())
     c.turn.push_back(from);
@@ -150,8 +150,8 @@ void reader_pool_state::init(reader_pool_ptr self_ptr, std::vector<reader_sessio
   sessions = std::move(all);
   busy.assign(sessions.size(), false);
   running.resize(sessions.size());
-  running_search.assign(sessions.size(), false);
-  max_searches = std::max<size_t>(1, sessions.size() - 1);
+  running_costly.assign(sessions.size(), false);
+  max_costly = std::max<size_t>(1, sessions.size() - 1);
   env = std::move(e);
   for (size_t k = 0; k < sessions.size(); ++k) {
     self->link_to(sessions[k]);
@@ -167,8 +167,10 @@ caf::typed_response_promise<Reply> reader_pool_state::take(Req&& req) {
   read.community = req.community_id;
   read.from = caf::actor_cast<caf::actor_addr>(self->current_sender());
   read.request_id = self->current_message_id().request_id().integer_value();
-  if constexpr (!std::is_same_v<std::decay_t<Req>, access_request>)
-    read.search = std::any_of(req.filters.begin(), req.filters.end(),
+  if constexpr (std::is_same_v<std::decay_t<Req>, count_request>)
+    read.costly = true;
+  else if constexpr (std::is_same_v<std::decay_t<Req>, history_request>)
+    read.costly = std::any_of(req.filters.begin(), req.filters.end(),
                               [](const proto::filter& f) { return f.search.has_value(); });
   auto promise = self->make_response_promise<Reply>();
   // Delegated: the session answers the requester directly (and records the
@@ -187,13 +189,13 @@ void reader_pool_state::dispatch() {
   for (size_t k = 0; k < sessions.size() && queue.size() > 0; ++k) {
     if (busy[k])
       continue;
-    auto read = queue.pop(searches_running < max_searches);
+    auto read = queue.pop(costly_running < max_costly);
     if (!read)
-      break;  // only searches wait, and their sessions are taken
+      break;  // only costly reads wait, and their sessions are taken
     busy[k] = true;
     running[k] = {read->community, read->from};
-    running_search[k] = read->search;
-    searches_running += read->search ? 1 : 0;
+    running_costly[k] = read->costly;
+    costly_running += read->costly ? 1 : 0;
     read->run(k);
   }
   publish_gauges();
@@ -203,9 +205,9 @@ void reader_pool_state::on_idle(size_t session) {
   if (session >= sessions.size() || !busy[session])
     return;
   busy[session] = false;
-  if (running_search[session]) {
-    running_search[session] = false;
-    --searches_running;
+  if (running_costly[session]) {
+    running_costly[session] = false;
+    --costly_running;
   }
   queue.finished(running[session].first, running[session].second);
   running[session] = {};

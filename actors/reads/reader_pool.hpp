@@ -31,7 +31,10 @@ struct queued_read {
   int64_t community = 0;
   caf::actor_addr from;
   uint64_t request_id = 0;  // the requester's caf::message_id::request_id
-  bool search = false;      // a NIP-50 search: the costly kind, with its own cap
+  // A NIP-50 search or a NIP-45 COUNT: the costly kinds, which may each run
+  // up to the statement ceiling (a count reads every match), with a lane of
+  // their own.
+  bool costly = false;
   std::function<void(size_t session)> run;
 };
 
@@ -45,13 +48,13 @@ class fair_read_queue {
  public:
   void push(queued_read read);
   // The next read by turns, or nothing; it counts as running until finished().
-  // Without `searches`, a requester whose next read is a search is passed
-  // over (its later reads wait behind it: a requester's order never changes)
-  // and the turn goes on to the next one that has a plain read. When the
-  // turn comes to a search, searches take their own turn: the community
-  // whose last search ran longest ago, so plain reads served past a
-  // community's waiting search never send that search to the back.
-  std::optional<queued_read> pop(bool searches = true);
+  // Without `costly`, a requester whose next read is costly is passed over
+  // (its later reads wait behind it: a requester's order never changes) and
+  // the turn goes on to the next one that has a plain read. When the turn
+  // comes to a costly read, costly reads take their own turn: the community
+  // whose last costly read ran longest ago, so plain reads served past a
+  // community's waiting search or count never send it to the back.
+  std::optional<queued_read> pop(bool costly = true);
   void finished(int64_t community, const caf::actor_addr& from);
   // Removes the sender's queued reads (`all`, or those whose request id is
   // listed) and returns them, in arrival order.
@@ -69,7 +72,7 @@ class fair_read_queue {
     std::deque<caf::actor_addr> turn;  // requesters with queued reads, by last_served
     std::unordered_map<caf::actor_addr, requester> requesters;
     uint64_t last_served = 0;
-    uint64_t last_search_served = 0;  // the search lane's own turn
+    uint64_t last_costly_served = 0;  // the costly lane's own turn
   };
   void forget_if_idle(community_queue& c, const caf::actor_addr& from);
   std::deque<int64_t> turn_;  // communities with queued reads, by last_served
@@ -86,12 +89,12 @@ struct reader_pool_state {
   std::vector<bool> busy;
   // Whose read each busy session runs (community, requester), for the turns.
   std::vector<std::pair<int64_t, caf::actor_addr>> running;
-  // Searches run on at most all sessions but one (one with a single
-  // session): a flood of searches, each up to its ceiling, leaves a session
-  // to every other read (docs/search.md, "Cost").
-  std::vector<bool> running_search;
-  size_t searches_running = 0;
-  size_t max_searches = 1;
+  // Searches and counts run on at most all sessions but one (one with a
+  // single session): a flood of them, each up to its ceiling, leaves a
+  // session to every other read (docs/search.md, "Cost").
+  std::vector<bool> running_costly;
+  size_t costly_running = 0;
+  size_t max_costly = 1;
   fair_read_queue queue;
   node_env env;  // "reader_pool": records the order it takes reads in
 

@@ -77,6 +77,13 @@ struct fake_reader_log {
   };
   std::deque<held_access> access_requests;
   std::vector<read_withdraw> withdrawals;  // what the connection withdrew (it talks to a pool)
+  // Counts are answered with `count` at once, or held while `hold_counts`.
+  bool hold_counts = false;
+  struct held_count {
+    count_request req;
+    caf::typed_response_promise<count_reply> promise;
+  };
+  std::deque<held_count> count_requests;
 };
 
 inline caf::behavior fake_reader(caf::event_based_actor* self,
@@ -87,7 +94,19 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
       log->held_requests.push_back({req, promise});
       return promise;
     },
-    [log](count_request&) { return count_reply{log->count, {}}; },
+    [self, log](count_request& req) {
+      auto promise = self->make_response_promise<count_reply>();
+      if (log->hold_counts)
+        log->count_requests.push_back({req, promise});
+      else
+        promise.deliver(count_reply{log->count, {}});
+      return promise;
+    },
+    [log](caf::atom_value, count_reply& reply) {
+      auto h = std::move(log->count_requests.front());
+      log->count_requests.pop_front();
+      h.promise.deliver(std::move(reply));
+    },
     [log](read_withdraw& w) { log->withdrawals.push_back(std::move(w)); },
     [](const reader_attach&) {},  // as a pool's session: the test says when it is idle
     [self, log](access_request& req) {
