@@ -109,8 +109,31 @@ void fair_read_queue::finished(int64_t community, const caf::actor_addr& from) {
 
 void fair_read_queue::forget_if_idle(community_queue& c, const caf::actor_addr& from) {
   auto r = c.requesters.find(from);
-  if (r != c.requesters.end() && r->second.reads.empty() && r->second.running == 0)
-    c.requesters.erase(r);
+  if (r == c.requesters.end() || !r->second.reads.empty() || r->second.running != 0)
+    return;
+  // An idle requester is remembered while its last service still places it
+  // behind someone waiting: one that reads one at a time (a history's
+  // pages, COUNT after COUNT; a session says it is idle before its reply is
+  // back) is idle between every two reads, and coming back as a newcomer,
+  // "never served", it went in front of a requester with a backlog every
+  // time (red team). Once the oldest waiting requester was served no
+  // earlier, "never served" places it the same, and it is forgotten.
+  if (!c.turn.empty() && r->second.last_served > c.requesters.at(c.turn.front()).last_served) {
+    if (c.requesters.size() >= c.prune_at)
+      prune(c);
+    return;
+  }
+  c.requesters.erase(r);
+}
+
+void fair_read_queue::prune(community_queue& c) {
+  uint64_t oldest = c.turn.empty() ? UINT64_MAX : c.requesters.at(c.turn.front()).last_served;
+  std::erase_if(c.requesters, [&](const auto& kv) {
+    const requester& r = kv.second;
+    return r.reads.empty() && r.running == 0 && r.last_served <= oldest;
+  });
+  // Doubling: a prune that frees little is not repeated at every read.
+  c.prune_at = std::max<size_t>(64, 2 * c.requesters.size());
 }
 
 std::vector<queued_read> fair_read_queue::take_from(const caf::actor_addr& from, bool all,
@@ -218,7 +241,9 @@ void reader_pool_state::on_withdraw(const caf::actor_addr& from, const read_with
   auto reads = queue.take_from(from, msg.all, msg.requests);
   if (env.stats && !reads.empty())
     env.stats->reads_withdrawn += reads.size();
-  publish_gauges();
+  // A withdrawn costly read may have held plain reads of its requester
+  // behind it while a session sat idle: they may run now (red team).
+  dispatch();
 }
 
 void reader_pool_state::publish_gauges() {

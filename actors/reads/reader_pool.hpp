@@ -42,8 +42,8 @@ struct queued_read {
 // Reads are taken by turns: the community served longest ago first (one
 // never served before any), then within it the requester served longest
 // ago; a requester's own reads keep their order. A requester is remembered
-// while it has reads queued or running, a community for the node's life
-// (there are few).
+// while it has reads queued or running, or while its last service places it
+// behind someone waiting; a community for the node's life (there are few).
 class fair_read_queue {
  public:
   void push(queued_read read);
@@ -73,8 +73,10 @@ class fair_read_queue {
     std::unordered_map<caf::actor_addr, requester> requesters;
     uint64_t last_served = 0;
     uint64_t last_costly_served = 0;  // the costly lane's own turn
+    size_t prune_at = 64;             // remembered requesters before idle ones are pruned
   };
   void forget_if_idle(community_queue& c, const caf::actor_addr& from);
+  void prune(community_queue& c);
   std::deque<int64_t> turn_;  // communities with queued reads, by last_served
   std::unordered_map<int64_t, community_queue> communities_;
   uint64_t served_ = 0;

@@ -297,3 +297,51 @@ TEST_F(reader_pool_search_test, CountsLeaveASessionToEveryOtherRead) {
   EXPECT_EQ(k_log->replies, std::vector<std::string>(3, "ok"));
   EXPECT_EQ(b_log->replies, std::vector<std::string>{"ok"});
 }
+
+// Red team (issue 34): a requester is forgotten once it has nothing queued or
+// running, and a connection that reads one at a time (a reader session says
+// it is idle before its reply is back) came back as a newcomer, "never
+// served", in front of every requester already waiting. So y's second read
+// waited while a and b took every turn. Red before: Y1 A1 B1 A2 B2 A3.
+TEST_F(reader_pool_test, ARequesterWithABacklogIsNotPassedForeverByOnesThatReadOneAtATime) {
+  auto y_log = std::make_shared<client_log>(), a_log = std::make_shared<client_log>(),
+       b_log = std::make_shared<client_log>();
+  auto y = client(y_log), a = client(a_log), b = client(b_log);
+  read(y, 1, "Y1");
+  read(y, 1, "Y2");
+  read(a, 1, "A1");
+  read(b, 1, "B1");
+  release();  // Y1 done: A1
+  release();  // A1 done, a forgotten: B1
+  read(a, 1, "A2");
+  release();  // B1 done: Y2 (y waited since its first turn), not a's newcomer
+  read(b, 1, "B2");
+  release();
+  read(a, 1, "A3");
+  release();
+  release();
+  release();
+  EXPECT_EQ(seen(), (std::vector<std::string>{"Y1", "A1", "B1", "Y2", "A2", "B2", "A3"}));
+}
+
+// Red team (issue 34): a withdrawal did not deal reads. With the costly lane
+// taken, a's plain read P waited behind a's own queued search; when that
+// search was withdrawn (its REQ closed, or a COUNT timed out in the queue),
+// P could run and session 1 was idle, but P waited for the next read or
+// reply. Red before: session 1 stayed idle.
+TEST_F(reader_pool_search_test, WithdrawingAQueuedCostlyReadLetsThePlainReadBehindItRun) {
+  auto k_log = std::make_shared<client_log>(), a_log = std::make_shared<client_log>();
+  auto k = client(k_log), a = client(a_log);
+  send(k, search_of(1, "S1"));
+  send(a, search_of(2, "S2"));
+  send(a, read_of(2, "P"));
+  EXPECT_EQ(running(0), "S1");
+  EXPECT_EQ(running(1), "-");
+  caf::anon_send(a, read_withdraw{{a_log->request_ids[0]}, false});
+  run();
+  ASSERT_EQ(running(1), "P") << "P may run, and session 1 is idle";
+  release(1);
+  release(0);
+  EXPECT_EQ(k_log->replies, std::vector<std::string>{"ok"});
+  EXPECT_EQ(a_log->replies, std::vector<std::string>{"ok"});
+}
