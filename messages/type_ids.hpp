@@ -19,6 +19,7 @@
 #include "messages/ingest.hpp"
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
+#include "messages/portability.hpp"
 #include "messages/push.hpp"
 #include "messages/push_cluster.hpp"
 #include "messages/reads.hpp"
@@ -206,4 +207,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_routed))
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_requested))
   CAF_ADD_TYPE_ID(waggle, (waggle::address_blocked))
+  // -- portability (messages/portability.hpp) ------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::load_next))
 CAF_END_TYPE_ID_BLOCK(waggle)
