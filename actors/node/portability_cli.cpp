@@ -230,6 +230,9 @@ int run_import(std::vector<std::string> args) {
     return usage_error("import: --write-policy is not applied to an import (docs/portability.md)");
   cfg.community = *host;
   cfg.node.port = 0;  // no gateway; a random node id
+  // Not a cluster member: it takes no barriers and owns no rosters for
+  // others. Clustered nodes read its commits as they read any node's.
+  cfg.node.bus = "inproc";
   log::set_level(log::level::warn);
 
   std::FILE* in = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
