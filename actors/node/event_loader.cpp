@@ -1,5 +1,6 @@
 #include "actors/node/event_loader.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <stdexcept>
@@ -53,7 +54,10 @@ event_loader::event_loader(loader_config cfg) : cfg_(std::move(cfg)) {
 event_loader::~event_loader() {
   if (!node_)
     return;
-  settle();  // a failure was the caller's to see; here there is no one to tell
+  try {
+    settle();  // a failure was the caller's to see; here there is no one to tell
+  } catch (const std::exception&) {
+  }
   node_->stop();
 }
 
@@ -69,6 +73,7 @@ std::vector<load_result> event_loader::load(std::vector<std::string> raw_events)
   ctx.settings.policy = {cfg_.node.created_at_window, cfg_.node.auth_window};
   ctx.settings.max_event_bytes = cfg_.node.max_frame_bytes;
   ctx.settings.reply_timeout = cfg_.reply_timeout;
+  ctx.settings.max_in_flight = std::max<size_t>(1, cfg_.max_in_flight);
   ctx.peers = {handles->ingest, handles->group};
   ctx.env = cfg_.env.for_actor("load");
   ctx.raws = std::move(raw_events);

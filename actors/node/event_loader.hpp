@@ -49,6 +49,8 @@ struct loader_config {
   node_env env = node_env::production();
   // How long one event may wait for its commit before it is `failed`.
   std::chrono::seconds reply_timeout{120};
+  // Events out to ingest at once, at most (load_settings::max_in_flight).
+  size_t max_in_flight = 4096;
 };
 
 class event_loader {

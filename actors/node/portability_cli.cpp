@@ -215,9 +215,9 @@ int run_import(std::vector<std::string> args) {
   if (!host || host->empty())
     return usage_error("import: --community HOST is required");
   auto batch = integer(batch_text);
-  // Ingest queues at most 20,000 events: a batch is sent to it whole.
-  if (!batch || *batch < 1 || *batch > 10'000)
-    return usage_error("import: --batch is a number of lines within 1..10000");
+  // A batch's lines are held until every one of them is answered.
+  if (!batch || *batch < 1 || *batch > 100'000)
+    return usage_error("import: --batch is a number of lines within 1..100000");
 
   loader_config cfg;
   // The rest are the node's own options, read as `waggle serve` reads them

@@ -46,10 +46,15 @@ void load_state::schedule() {
   self->send(self, load_next{});
 }
 
+bool load_state::may_go_on() const {
+  return next_ < ctx.raws.size() && !alone_out_ && !held_
+         && in_flight_ < ctx.settings.max_in_flight;
+}
+
 void load_state::step() {
   scheduled_ = false;
   auto now = ctx.env.unix_now();
-  for (size_t n = 0; n < slice && next_ < ctx.raws.size() && !alone_out_ && !held_; ++n) {
+  for (size_t n = 0; n < slice && may_go_on(); ++n) {
     auto i = next_++;
     bool alone = false;
     auto ev = admit(i, now, alone);
@@ -60,7 +65,7 @@ void load_state::step() {
     else
       send(i, std::move(ev), alone);
   }
-  if (next_ < ctx.raws.size() && !alone_out_ && !held_)
+  if (may_go_on())
     schedule();
   maybe_finish();
 }
@@ -99,7 +104,8 @@ event_ptr load_state::admit(size_t i, int64_t now, bool& alone) {
                                  "set the members with `waggle community member`"});
       return nullptr;
     case route::group_command:
-      out.channels.insert(admitted.channel.value_or(""));
+      if (admitted.channel)  // without one the group actor refuses it
+        out.channels.insert(*admitted.channel);
       alone = true;
       return ev;
     case route::ephemeral:  // ingest's writer refuses it: ephemeral events are never stored
@@ -133,7 +139,7 @@ void load_state::on_reply(size_t i, bool alone, const ingest_reply& reply) {
     held_.reset();
     send(j, std::move(ev), true);
   }
-  if (next_ < ctx.raws.size() && !alone_out_ && !held_)
+  if (may_go_on())
     schedule();
   maybe_finish();
 }

@@ -61,6 +61,9 @@ struct load_settings {
   std::string relay_pubkey;
   admission_policy policy;
   size_t max_event_bytes = 64 * 1024;  // the node's --max-frame-bytes
+  // Events sent and not yet answered, at most: ingest refuses what would
+  // take its queue past 20,000, so a load of any size waits here instead.
+  size_t max_in_flight = 4096;
   caf::timespan reply_timeout = std::chrono::seconds(120);
 };
 
@@ -97,6 +100,8 @@ struct load_state {
   void send(size_t i, event_ptr ev, bool alone);
   void on_reply(size_t i, bool alone, const ingest_reply& reply);
   void refuse(size_t i, const status& st);
+  // More to admit, and room to send it.
+  bool may_go_on() const;
   void schedule();
   void maybe_finish();
 
