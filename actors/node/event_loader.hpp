@@ -45,7 +45,7 @@ struct loader_config {
   // relay_key_file (group state is signed with this key, so it must be the
   // serving node's), writers, max_batch, max_frame_bytes, group_sessions...
   node_config node;
-  std::string community;  // its host
+  std::string community;  // its host (empty: the database's only community)
   node_env env = node_env::production();
   // How long one event may wait for its commit before it is `failed`.
   std::chrono::seconds reply_timeout{120};
