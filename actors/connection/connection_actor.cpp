@@ -65,6 +65,9 @@ void connection_state::on_frame(const std::string& text) {
       case rk::notice:
         send_notice(err->err.message());
         break;
+      case rk::neg_err:
+        send_neg_err(err->ref, err->err.message());
+        break;
     }
     return;
   }
@@ -79,6 +82,12 @@ void connection_state::on_frame(const std::string& text) {
         on_req(std::move(msg));
       else if constexpr (std::is_same_v<T, proto::count_msg>)
         on_count(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_open_msg>)
+        on_neg_open(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_msg>)
+        on_neg_msg(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_close_msg>)
+        on_neg_close(msg);
       else
         on_close(msg);
     },
@@ -504,6 +513,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
                               st.settings.max_history_bytes, st.settings.history_stall,
                               st.settings.history_page_drain_bytes, st.settings.limits.max_limit},
                              st.settings.subscription_budget};
+  st.neg.configure(st.settings.negentropy, st.settings.subscription_budget);
   // If a core actor dies, this connection's subscriptions and in-flight
   // events died with it: close so the client reconnects to the restarted node
   // parts instead of waiting on a silent subscription.

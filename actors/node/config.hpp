@@ -36,6 +36,11 @@ struct node_config {
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
   bool search = true;
+  // NIP-77 (docs/negentropy.md).
+  bool negentropy = true;
+  size_t max_neg_sessions = 4;     // per connection
+  size_t max_neg_items = 500000;   // per session
+  std::vector<std::string> sync_pubkeys;  // may submit others' events of any age
   uint32_t search_max_ranked = 2000;  // newest matches a search ranks
   int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused
   size_t max_outbound_frames = 2000;

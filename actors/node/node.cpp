@@ -346,6 +346,13 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
+  settings.negentropy.enabled = cfg.negentropy;
+  settings.negentropy.max_sessions = cfg.max_neg_sessions;
+  settings.negentropy.max_items = cfg.max_neg_items;
+  // An answer's hex, in its NEG-MSG frame, fits the frame size clients are
+  // told (NIP-11 max_message_length), as theirs must fit ours.
+  settings.negentropy.frame_size_limit =
+    std::max(proto::negentropy::min_frame_size_limit, (cfg.max_frame_bytes - 100) / 2);
   return settings;
 }
 
@@ -614,6 +621,7 @@ proto::relay_info relay_info_for(const node_config& cfg, const std::string& rela
   info.pubkey = relay_pubkey;
   info.nip43 = c.policy != community_policy::open;
   info.search = cfg.search;
+  info.negentropy = cfg.negentropy;
   info.max_message_length = cfg.max_frame_bytes;
   info.max_subscriptions = cfg.max_subscriptions;
   info.max_filters = cfg.max_filters;
