@@ -161,6 +161,9 @@ struct node_config {
   bool roster_routing = true;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
+
+  // Field by field: the tests compare what a source yields with the defaults.
+  bool operator==(const node_config&) const = default;
 };
 
 struct option_doc {
@@ -173,9 +176,19 @@ struct option_doc {
 // The documented options of `waggle serve`.
 const std::vector<option_doc>& serve_options();
 
+// The environment as parse_serve_config reads it: variable -> value. A
+// variable set to the empty string counts as unset.
+using env_map = std::map<std::string, std::string>;
+
+// The WAGGLE_* variables of the option table that this process has.
+env_map serve_environment();
+
 // Fills `cfg` from the environment, then from argv (flags win). Unknown flags
 // and malformed numbers are errors.
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
+// The same with the environment given (tests).
+status parse_serve_config(node_config& cfg, const std::vector<std::string>& args,
+                          const env_map& env);
 
 std::string serve_usage();
 
