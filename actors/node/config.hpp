@@ -35,9 +35,15 @@ struct node_config {
   size_t max_filter_values = 500;
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
-  bool search = true;
+  bool search = true;  // NIP-50 (docs/search.md); off: a filter with `search` is refused
   uint32_t search_max_ranked = 2000;  // newest matches a search ranks
-  int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused
+  int64_t search_timeout_ms = 2000;   // a search statement's ceiling
+  // NIP-77 negentropy sync (NEG-OPEN); off: NEG-* frames are refused and
+  // NIP-11 omits 77. Sessions open at once per connection, and the events one
+  // session may reconcile (a filter matching more is refused).
+  bool negentropy = true;
+  size_t max_neg_sessions = 4;
+  size_t max_neg_items = 500000;
   size_t max_outbound_frames = 2000;
   // Subscription memory (docs/operations.md, "Subscription memory").
   size_t max_subscription_bytes = 1u << 20;          // per connection
@@ -121,6 +127,9 @@ struct node_config {
   std::string write_policy_fail = "closed";  // or "open"
   // Keys (hex) that may manage every community over NIP-86.
   std::vector<std::string> operator_pubkeys;
+  // Keys (hex) that, once authenticated (NIP-42), may submit other authors'
+  // events of any age, as an import would (waggle sync --dir up).
+  std::vector<std::string> sync_pubkeys;
   // Operator listeners (docs/delivery.md): listener key (64 hex) -> URL,
   // from "<key>=<url>,..."; empty: outbox rows are written and reaped, never sent.
   std::string operator_listeners_text;
