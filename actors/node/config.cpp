@@ -1,13 +1,18 @@
 #include "actors/node/config.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
 #include <sstream>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "actors/bus/caf_bus_settings.hpp"
+#include "actors/node/config_file.hpp"
 #include "actors/node/config_options.hpp"
 #include "gateway/http_client.hpp"
 #include "messages/proto/text.hpp"
@@ -38,11 +43,29 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
 
 namespace {
 
-const serve_option* find_flag(const std::string& flag) {
+const serve_option* find_option(std::string_view key) {
   for (auto& o : serve_option_table())
-    if (o.doc.flag == flag)
+    if (config_key(o.doc) == key)
       return &o;
   return nullptr;
+}
+
+const serve_option* find_flag(std::string_view flag) {
+  return flag.starts_with("--") ? find_option(flag.substr(2)) : nullptr;
+}
+
+// Whether `message` names the option `key` as a word of its own (not as the
+// start of a longer key: max-subscription-bytes in max-subscription-bytes-total).
+bool names(std::string_view message, std::string_view key) {
+  auto part_of_key = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+  for (auto at = message.find(key); at != std::string_view::npos; at = message.find(key, at + 1)) {
+    bool starts = at == 0 || !part_of_key(message[at - 1])
+                  || (at >= 2 && message.substr(at - 2, 2) == "--");
+    auto after = at + key.size();
+    if (starts && (after == message.size() || !part_of_key(message[after])))
+      return true;
+  }
+  return false;
 }
 
 // The cross-field checks and derived defaults, once every source is in.
@@ -52,13 +75,11 @@ status check_serve_config(node_config& cfg);
 
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args,
                           const env_map& env) {
-  for (auto& o : serve_option_table())
-    if (auto it = env.find(o.doc.env); it != env.end() && !it->second.empty())
-      if (!o.set(cfg, it->second).empty())
-        return {ec::invalid, "bad value for " + o.doc.env + ": " + it->second};
-  // A repeatable flag's values so far: each new one extends them, and the
-  // whole replaces what the environment said.
-  std::map<const serve_option*, std::string> repeated;
+  // The flags are split first, as they will be applied: the file they name is
+  // read before the environment, and a value that happens to be "--config"
+  // (--relay-name --config) is a value.
+  std::vector<std::pair<const serve_option*, std::string>> flags;
+  std::optional<std::string> config_path;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::string value;
@@ -70,9 +91,42 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
     } else {
       return {ec::invalid, "missing value for " + flag};
     }
+    if (flag == "--config") {
+      if (config_path)
+        return {ec::invalid, "--config given twice"};
+      config_path = value;
+      continue;
+    }
     auto* o = find_flag(flag);
     if (!o)
       return {ec::invalid, "unknown option " + flag};
+    flags.emplace_back(o, value);
+  }
+
+  // Where the file set each option it set (key -> "FILE:LINE") until a flag or
+  // a variable overrides it: the cross-field checks name no source, and a
+  // value they refuse must be findable.
+  std::map<std::string, std::string> from_file;
+  if (config_path) {
+    std::vector<config_line> lines;
+    if (auto st = read_config_file(*config_path, lines); !st.ok())
+      return st;
+    for (auto& line : lines) {
+      if (auto why = find_option(line.key)->set(cfg, line.value); !why.empty())
+        return {ec::invalid, config_line_error(*config_path, line, why + ": \"" + line.value + "\"")};
+      from_file[line.key] = *config_path + ":" + std::to_string(line.number);
+    }
+  }
+  for (auto& o : serve_option_table())
+    if (auto it = env.find(o.doc.env); it != env.end() && !it->second.empty()) {
+      if (!o.set(cfg, it->second).empty())
+        return {ec::invalid, "bad value for " + o.doc.env + ": " + it->second};
+      from_file.erase(config_key(o.doc));
+    }
+  // A repeatable flag's values so far: each new one extends them, and the
+  // whole replaces what the environment or the file said.
+  std::map<const serve_option*, std::string> repeated;
+  for (auto& [o, value] : flags) {
     std::string text = value;
     if (o->repeatable) {
       auto& joined = repeated[o];
@@ -80,9 +134,20 @@ status parse_serve_config(node_config& cfg, const std::vector<std::string>& args
       text = joined;
     }
     if (!o->set(cfg, text).empty())
-      return {ec::invalid, "bad value for " + flag + ": " + value};
+      return {ec::invalid, "bad value for " + o->doc.flag + ": " + value};
+    from_file.erase(config_key(o->doc));
   }
-  return check_serve_config(cfg);
+
+  auto st = check_serve_config(cfg);
+  if (!st.ok()) {
+    std::string where;
+    for (auto& [key, line] : from_file)
+      if (names(st.reason, key))
+        where += (where.empty() ? "" : ", ") + key + " from " + line;
+    if (!where.empty())
+      st.reason += " (" + where + ")";
+  }
+  return st;
 }
 
 namespace {
@@ -205,8 +270,13 @@ status parse_operator_listeners(std::string_view text, std::map<std::string, std
 
 std::string serve_usage() {
   std::ostringstream out;
-  out << "usage: waggle serve [options]\n\nEvery option can also be set by its environment "
-         "variable; flags win.\n\n";
+  out << "usage: waggle serve [--config FILE] [options]\n\n"
+         "Every option can also be set by its environment variable, or in FILE as\n"
+         "`key = value`, the key being the flag without its --. A flag wins over its\n"
+         "variable, and both over the file (docs/operations.md, \"Configuration file\").\n\n"
+         "  --config FILE           read options from FILE\n"
+         "  --print-config-example  print every option as a commented FILE, and exit\n"
+         "                          (docs/waggle.conf.example)\n\n";
   for (auto& o : serve_options()) {
     out << "  " << o.flag;
     out << std::string(o.flag.size() < 24 ? 24 - o.flag.size() : 1, ' ');

@@ -1,8 +1,10 @@
 #pragma once
 
-// Every setting of a node. Each has a flag and a WAGGLE_* environment
-// variable (flags win); `waggle serve --help` lists them and
-// docs/operations.md explains them.
+// Every setting of a node. Each has a flag, a WAGGLE_* environment variable
+// and a key in a --config file (flag, then variable, then file win);
+// `waggle serve --help` lists them, docs/operations.md explains them and
+// docs/waggle.conf.example is generated from them. The option table is in
+// config_options.cpp, the file's syntax in config_file.cpp.
 
 #include <cstdint>
 #include <map>
@@ -35,15 +37,14 @@ struct node_config {
   size_t max_filter_values = 500;
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
-  bool search = true;  // NIP-50 (docs/search.md); off: a filter with `search` is refused
-  uint32_t search_max_ranked = 2000;  // newest matches a search ranks
-  int64_t search_timeout_ms = 2000;   // a search statement's ceiling
-  // NIP-77 negentropy sync (NEG-OPEN); off: NEG-* frames are refused and
-  // NIP-11 omits 77. Sessions open at once per connection, and the events one
-  // session may reconcile (a filter matching more is refused).
+  bool search = true;
+  // NIP-77 (docs/negentropy.md).
   bool negentropy = true;
-  size_t max_neg_sessions = 4;
-  size_t max_neg_items = 500000;
+  size_t max_neg_sessions = 4;     // per connection
+  size_t max_neg_items = 500000;   // per session
+  std::vector<std::string> sync_pubkeys;  // may submit others' events of any age
+  uint32_t search_max_ranked = 2000;  // newest matches a search ranks
+  int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused
   size_t max_outbound_frames = 2000;
   // Subscription memory (docs/operations.md, "Subscription memory").
   size_t max_subscription_bytes = 1u << 20;          // per connection
@@ -127,9 +128,6 @@ struct node_config {
   std::string write_policy_fail = "closed";  // or "open"
   // Keys (hex) that may manage every community over NIP-86.
   std::vector<std::string> operator_pubkeys;
-  // Keys (hex) that, once authenticated (NIP-42), may submit other authors'
-  // events of any age, as an import would (waggle sync --dir up).
-  std::vector<std::string> sync_pubkeys;
   // Operator listeners (docs/delivery.md): listener key (64 hex) -> URL,
   // from "<key>=<url>,..."; empty: outbox rows are written and reaped, never sent.
   std::string operator_listeners_text;
@@ -192,8 +190,11 @@ using env_map = std::map<std::string, std::string>;
 // The WAGGLE_* variables of the option table that this process has.
 env_map serve_environment();
 
-// Fills `cfg` from the environment, then from argv (flags win). Unknown flags
-// and malformed numbers are errors.
+// Fills `cfg` from the --config file argv names (if any), then the
+// environment, then the other flags of argv, each over the last; then checks
+// the whole. Unknown flags, malformed numbers and every refusal of the file
+// (config_file.hpp) are errors; a value the file set that a check across
+// options refuses is named with its file and line.
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
 // The same with the environment given (tests).
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args,

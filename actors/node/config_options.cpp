@@ -15,6 +15,10 @@ namespace waggle {
 
 namespace {
 
+std::string out_of_range(const std::string& min, const std::string& max) {
+  return "out of range (" + min + ".." + max + ")";
+}
+
 // A whole number that fits the field; the reason names what is wrong.
 template <class T>
 option_setter number(T node_config::*field) {
@@ -22,8 +26,8 @@ option_setter number(T node_config::*field) {
     T value{};
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec == std::errc::result_out_of_range)
-      return "out of range (" + std::to_string(std::numeric_limits<T>::min()) + ".."
-             + std::to_string(std::numeric_limits<T>::max()) + ")";
+      return out_of_range(std::to_string(std::numeric_limits<T>::min()),
+                          std::to_string(std::numeric_limits<T>::max()));
     if (ec != std::errc{} || ptr != text.data() + text.size())
       return std::is_unsigned_v<T> && text.starts_with('-') ? "must not be negative"
                                                              : "not a number";
