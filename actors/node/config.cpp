@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <utility>
-#include <sstream>
 
 #include <sys/stat.h>
 #include <unistd.h>
