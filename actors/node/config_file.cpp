@@ -7,8 +7,6 @@
 #include <sstream>
 #include <string_view>
 
-#include <sys/stat.h>
-
 #include "actors/node/config_options.hpp"
 #include "messages/proto/text.hpp"
 
@@ -38,14 +36,9 @@ status cannot_read(const std::string& path, int error) {
   return {ec::invalid, path + ": cannot read the config file: " + std::strerror(error)};
 }
 
-// The whole file, or why not: fopen and stat leave errno to say it.
+// The whole file, or why not, as errno says it (a directory opens, and its
+// first read fails: EISDIR).
 status read_whole(const std::string& path, std::string& text) {
-  struct stat sb {};
-  if (::stat(path.c_str(), &sb) != 0)
-    return cannot_read(path, errno);
-  // fopen opens a directory for reading; only the first read would fail.
-  if (S_ISDIR(sb.st_mode))
-    return cannot_read(path, EISDIR);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (!file)
     return cannot_read(path, errno);

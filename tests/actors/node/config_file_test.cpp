@@ -178,6 +178,10 @@ TEST_F(ConfigFile, RefusesAValueOutOfItsRangeNamingTheLine) {
             "commit-siblings must be within 2..32 (commit-siblings from " + path + ":2)");
   EXPECT_EQ(parse({}, {{"WAGGLE_COMMIT_SIBLINGS", "40"}}).reason,
             "commit-siblings must be within 2..32");
+  // The value refused is the variable's, not the file's: no line to name.
+  EXPECT_EQ(parse({"--config", write("commit-siblings = 3\n")}, {{"WAGGLE_COMMIT_SIBLINGS", "40"}})
+                .reason,
+            "commit-siblings must be within 2..32");
 }
 
 TEST_F(ConfigFile, RefusesAMalformedLine) {
