@@ -20,6 +20,7 @@
 #include "actors/node/bus_cli.hpp"
 #include "actors/node/community_cli.hpp"
 #include "actors/node/config.hpp"
+#include "actors/node/config_file.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
 #include "actors/trace/trace_recorder.hpp"
@@ -180,6 +181,9 @@ int run_serve(std::vector<std::string> args) {
     if (a == "--help" || a == "-h") {
       std::cout << serve_usage();
       return 0;
+    } else if (a == "--print-config-example") {
+      std::cout << config_example();
+      return 0;
     }
   node_config cfg;
   if (auto st = parse_serve_config(cfg, args); !st.ok()) {
@@ -187,7 +191,8 @@ int run_serve(std::vector<std::string> args) {
     return 2;
   }
   if (cfg.database_url.empty()) {
-    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL or --database-url\n";
+    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL, --database-url or, "
+                 "in the --config file, database-url\n";
     return 2;
   }
   log::set_level(log::parse_level(cfg.log_level));
