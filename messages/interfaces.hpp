@@ -20,6 +20,7 @@
 #include "messages/ingest.hpp"
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
+#include "messages/portability.hpp"
 #include "messages/push.hpp"
 #include "messages/push_cluster.hpp"
 #include "messages/reads.hpp"
@@ -106,6 +107,11 @@ using heartbeat_prober_actor = caf::typed_actor<caf::reacts_to<heartbeat_tick>>;
 // callback and quits.
 using http_submit_actor
   = caf::typed_actor<caf::reacts_to<http_request_in>, caf::reacts_to<http_event_in>>;
+
+// Load actor: one per event_loader::load (docs/portability.md); admits its
+// events with the relay's rules, stores them through ingest and the group
+// actor, answers through its context's callback and quits.
+using load_actor = caf::typed_actor<caf::reacts_to<load_next>>;
 
 // HTTP API actor: one per NIP-86 call or listener registration; checks its
 // NIP-98 token, asks the management actor or the listener registry, answers

@@ -19,6 +19,7 @@
 #include "messages/ingest.hpp"
 #include "messages/node.hpp"
 #include "messages/policy.hpp"
+#include "messages/portability.hpp"
 #include "messages/push.hpp"
 #include "messages/push_cluster.hpp"
 #include "messages/reads.hpp"
@@ -209,4 +210,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   // -- NIP-77 items (messages/reads.hpp), last: numbers of older types unchanged --
   CAF_ADD_TYPE_ID(waggle, (waggle::sync_items_request))
   CAF_ADD_TYPE_ID(waggle, (waggle::sync_items_reply))
+  // -- portability (messages/portability.hpp) ------------------------------------
+  CAF_ADD_TYPE_ID(waggle, (waggle::load_next))
 CAF_END_TYPE_ID_BLOCK(waggle)

@@ -11,15 +11,16 @@
 namespace waggle {
 
 status admit_event(const proto::event& ev, const std::set<std::string>& authed, int64_t now,
-                   const admission_policy& policy) {
-  if (authed.empty())
+                   const admission_policy& policy, bool vouched) {
+  if (!vouched && authed.empty())
     return {ec::auth_required, "authenticate with NIP-42 AUTH before publishing"};
   if (ev.kind == auth_kind)
     return {ec::invalid, "kind 22242 is only accepted in AUTH messages"};
-  if (!authed.contains(ev.pubkey))
+  if (!vouched && !authed.contains(ev.pubkey))
     return {ec::restricted, "event pubkey is not authenticated on this connection"};
-  if (ev.created_at < now - policy.created_at_window
-      || ev.created_at > now + policy.created_at_window)
+  if (!vouched
+      && (ev.created_at < now - policy.created_at_window
+          || ev.created_at > now + policy.created_at_window))
     return {ec::invalid, "created_at is more than " + std::to_string(policy.created_at_window)
                            + " seconds from the relay's clock"};
   // NIP-40: an event that has expired is refused before it costs a signature
@@ -58,7 +59,7 @@ status check_auth_event(const proto::event& ev, std::string_view challenge,
 admission classify_event(const proto::event& ev, const admission_request& req) {
   namespace nip29 = proto::nip29;
   auto refuse = [](status st) { return admission{route::reject, std::move(st), std::nullopt}; };
-  if (auto st = admit_event(ev, req.authed, req.now, req.policy); !st.ok())
+  if (auto st = admit_event(ev, req.authed, req.now, req.policy, req.vouched); !st.ok())
     return refuse(std::move(st));
   auto channel = nip29::channel_of(ev);
   if (!channel)

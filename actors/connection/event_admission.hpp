@@ -25,9 +25,11 @@ constexpr int32_t auth_kind = 22242;
 
 // Checks an EVENT for storage: not an AUTH event, created_at within the
 // window, no NIP-40 expiration at or before `now` (nor a malformed one),
-// signature valid. `authed` holds the pubkeys this client proved.
+// signature valid. `authed` holds the pubkeys this client proved. `vouched`
+// (admission_request::vouched) waives the created_at window and the
+// authenticated-pubkey check, and nothing else.
 status admit_event(const proto::event& ev, const std::set<std::string>& authed, int64_t now,
-                   const admission_policy& policy);
+                   const admission_policy& policy, bool vouched = false);
 
 // NIP-42: kind 22242, `challenge` tag equal to ours, a `relay` tag that parses
 // as a URL naming this relay (proto::nip42::check_relay_tag: the request's
@@ -58,6 +60,12 @@ struct admission_request {
   const admission_policy& policy;
   std::string_view relay_pubkey;  // only it signs group state (39000-39003)
   bool ephemeral_in_channels = true;  // false over HTTP: channel presence is WebSocket-only
+  // Someone the relay trusts vouches for the event's origin: `waggle import`
+  // (the operator) and configured sync peers. Waives exactly two checks of
+  // live ingest, the created_at window (history is old) and "the event's
+  // pubkey is authenticated on this connection" (the author is not here);
+  // every other rule stands. docs/portability.md, "What is vouched".
+  bool vouched = false;
 };
 
 // admit_event, the `h` tag's shape, who may sign group state, then the route.

@@ -6,6 +6,7 @@
 //   waggle community list
 //   waggle community member|admin|policy ... (actors/node/community_cli.hpp)
 //   waggle bus publish|request SUBJECT PAYLOAD (actors/node/bus_cli.hpp)
+//   waggle export|import ... (actors/node/portability_cli.hpp)
 
 #include <sys/resource.h>
 
@@ -23,6 +24,7 @@
 #include "actors/node/config_file.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
+#include "actors/node/portability_cli.hpp"
 #include "actors/trace/trace_recorder.hpp"
 #include "actors/replay/trace_replay.hpp"
 #include "db/community_store.hpp"
@@ -43,6 +45,8 @@ int usage() {
                "  waggle community member add HOST PUBKEY [--role owner|admin|member]\n"
                "  waggle community member remove|list ...; admin add|remove|list ...;\n"
                "  waggle community policy HOST [open|closed|invite]\n"
+               "  waggle export [--community HOST] [--since TS] [--until TS]  events as JSON lines on stdout\n"
+               "  waggle import FILE|- --community HOST [--batch N]  load JSON lines (docs/portability.md)\n"
                "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n"
                "  waggle bus publish SUBJECT PAYLOAD  publish on the cluster's bus (waggle bus --help)\n"
                "  waggle bus request SUBJECT PAYLOAD [--timeout-ms N]  ask and print the reply\n";
@@ -290,6 +294,10 @@ int main(int argc, char** argv) {
       return run_replay(std::move(args));
     if (cmd == "bus")
       return run_bus_cli(std::move(args));
+    if (cmd == "export")
+      return run_export(std::move(args));
+    if (cmd == "import")
+      return run_import(std::move(args));
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

@@ -62,6 +62,9 @@ class node {
   void stop();
 
   caf::actor_system& system() { return *system_; }
+  // The current handles of the supervised actors (event_loader sends to
+  // ingest and the group actor as the gateway's actors do).
+  std::shared_ptr<const node_handles> handles() const { return board_->get(); }
   size_t open_connections() const;
   // The node's bus (docs/bus.md), of the driver --bus chose.
   bus_actor bus() const { return bus_; }

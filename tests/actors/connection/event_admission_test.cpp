@@ -116,5 +116,36 @@ TEST_F(AdmissionTest, EphemeralChannelEventsAreWebSocketOnly) {
   EXPECT_EQ(classify(from(alice_sk).kind(20001).sign(), false).route, route::ephemeral);
 }
 
+// `vouched` (import, sync peers; docs/portability.md): the created_at window
+// and the authenticated-pubkey check are waived, nothing else.
+TEST_F(AdmissionTest, VouchedWaivesTheWindowAndTheAuthenticatedKeyOnly) {
+  std::set<std::string> nobody;
+  auto vouched = [&](const proto::event& ev) {
+    return classify_event(ev, {nobody, now, policy, relay, false, true});
+  };
+  auto old_post = from(test::secret(2)).at(now - 10 * 365 * 86400).sign();
+  EXPECT_EQ(vouched(old_post).route, route::store);
+  EXPECT_EQ(vouched(from(test::secret(2)).at(now + 86400).sign()).route, route::store);
+  // The same event unvouched: no key on this "connection", then not this key.
+  EXPECT_EQ(classify_event(old_post, {nobody, now, policy, relay, false}).refusal.code,
+            ec::auth_required);
+  EXPECT_EQ(classify(old_post).refusal.code, ec::restricted);
+
+  auto forged = from(alice_sk).sign();
+  forged.sig[0] = forged.sig[0] == '0' ? '1' : '0';
+  EXPECT_EQ(vouched(forged).refusal, (status{ec::invalid, "bad signature"}));
+  EXPECT_EQ(vouched(from(alice_sk).kind(1).tag({"expiration", std::to_string(now - 1)}).sign())
+              .refusal,
+            (status{ec::invalid, "event has expired"}));
+  EXPECT_EQ(vouched(from(alice_sk).kind(22242).sign()).refusal.code, ec::invalid);
+  EXPECT_EQ(vouched(from(alice_sk).kind(9).tag({"h", "a"}).tag({"h", "b"}).sign()).refusal.code,
+            ec::invalid);
+  EXPECT_EQ(vouched(from(alice_sk).kind(39002).tag({"d", "general"}).sign()).refusal.code,
+            ec::restricted);
+  EXPECT_EQ(vouched(from(alice_sk).kind(8000).sign()).refusal.code, ec::restricted);
+  EXPECT_EQ(vouched(from(alice_sk).kind(9000).tag({"h", "general"}).sign()).route,
+            route::group_command);
+}
+
 }  // namespace
 }  // namespace waggle
