@@ -133,6 +133,9 @@ struct stored_event {
 };
 std::vector<stored_event> live_events_by_id(pqxx::connection& conn, int64_t community_id,
                                             const std::vector<std::string>& ids_hex, int64_t now);
+// The hex ids of the community's live events of these kinds (db/event_sync.cpp).
+std::vector<std::string> ids_of_kinds(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<int32_t>& kinds);
 
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.

@@ -34,4 +34,22 @@ std::vector<stored_event> live_events_by_id(pqxx::connection& conn, int64_t comm
   return out;
 }
 
+std::vector<std::string> ids_of_kinds(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<int32_t>& kinds) {
+  std::vector<std::string> out;
+  if (kinds.empty())
+    return out;
+  sql::array_literal k;
+  for (auto kind : kinds)
+    k.integer(kind);
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec_params("SELECT encode(id, 'hex') FROM events WHERE community_id = $1 "
+                          "AND kind = ANY($2::int[]) AND deleted_at IS NULL",
+                          community_id, k.str());
+  out.reserve(r.size());
+  for (const auto& row : r)
+    out.push_back(row[0].as<std::string>());
+  return out;
+}
+
 }  // namespace waggle::db

@@ -98,7 +98,11 @@ void connection_state::on_event(proto::event&& ev) {
   if (draining)
     return reject(ev.id, {ec::unavailable, "relay is shutting down"});
   auto now = env.unix_now();
-  auto admitted = classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true});
+  const bool vouched = std::any_of(authed.begin(), authed.end(), [this](const std::string& k) {
+    return settings.sync_pubkeys.contains(k);
+  });
+  auto admitted =
+    classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true, vouched});
   if (admitted.route == route::reject)
     return reject(ev.id, admitted.refusal);
   if (events_in_flight >= settings.max_events_in_flight) {

@@ -89,6 +89,10 @@ struct connection_settings {
   refusal_pacing refusals;        // when a flood of refused frames pauses reading
   policy_gate_settings write_policy;
   negentropy_settings negentropy;  // NIP-77 (connection_negentropy.cpp)
+  // --sync-pubkeys: once one of them is authenticated here, the connection's
+  // events are vouched for (admission_request::vouched): `waggle sync --dir
+  // up` sends other authors' events, of any age (docs/negentropy.md).
+  std::set<std::string> sync_pubkeys;
 };
 
 struct connection_peers {

@@ -346,6 +346,7 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
+  settings.sync_pubkeys = {cfg.sync_pubkeys.begin(), cfg.sync_pubkeys.end()};
   settings.negentropy.enabled = cfg.negentropy;
   settings.negentropy.max_sessions = cfg.max_neg_sessions;
   settings.negentropy.max_items = cfg.max_neg_items;
