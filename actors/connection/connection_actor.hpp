@@ -89,6 +89,9 @@ struct connection_settings {
   refusal_pacing refusals;        // when a flood of refused frames pauses reading
   policy_gate_settings write_policy;
   negentropy_settings negentropy;  // NIP-77 (connection_negentropy.cpp)
+  // The node-wide budget of NIP-77 sets, apart from subscription_budget so
+  // that sets never crowd out REQs. Null: none (tests, replays).
+  memory_budget_ptr negentropy_budget;
   // --sync-pubkeys: once one of them is authenticated here, the connection's
   // events are vouched for (admission_request::vouched): `waggle sync --dir
   // up` sends other authors' events, of any age (docs/negentropy.md).

@@ -81,6 +81,12 @@ void connection_state::on_neg_open(proto::neg_open_msg&& msg) {
 }
 
 void connection_state::on_neg_msg(proto::neg_msg&& msg) {
+  if (neg.opening_of(msg.sub_id)) {
+    // The client did not wait for the first answer: the session ends, and
+    // its read still at the pool must not run for nobody (red team).
+    on_neg_close({msg.sub_id});
+    return send_neg_err(msg.sub_id, "invalid: NEG-MSG before the answer to NEG-OPEN");
+  }
   auto r = neg.on_message(msg.sub_id, msg.message);
   if (!r.error.empty())
     return send_neg_err(msg.sub_id, r.error);

@@ -42,6 +42,7 @@ struct node_config {
   bool negentropy = true;
   size_t max_neg_sessions = 4;     // per connection
   size_t max_neg_items = 500000;   // per session
+  size_t max_neg_bytes_total = 256u << 20;  // the node's NIP-77 sets, apart from subscriptions
   std::vector<std::string> sync_pubkeys;  // may submit others' events of any age
   uint32_t search_max_ranked = 2000;  // newest matches a search ranks
   int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused

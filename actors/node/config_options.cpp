@@ -217,6 +217,11 @@ const std::vector<serve_option>& serve_option_table() {
     {{"--max-neg-items", "WAGGLE_MAX_NEG_ITEMS",
       "events one NIP-77 session may reconcile; a filter matching more is refused", "500000"},
      number(&node_config::max_neg_items)},
+    {{"--max-neg-bytes-total", "WAGGLE_MAX_NEG_BYTES_TOTAL",
+      "bytes the NIP-77 sets of all connections together may hold, apart from subscriptions "
+      "(0 = no limit)",
+      "268435456"},
+     number(&node_config::max_neg_bytes_total)},
     {{"--max-outbound-frames", "WAGGLE_MAX_OUTBOUND_FRAMES",
       "frames queued to a client before it is dropped as a slow consumer", "2000"},
      number(&node_config::max_outbound_frames)},

@@ -101,6 +101,7 @@ node::node(node_config cfg, node_env env)
   signer.pubkey = proto::pubkey_of(signer.secret);
   relay_pubkey_ = signer.pubkey;
   subscription_budget_ = std::make_shared<memory_budget>(cfg_.max_subscription_bytes_total);
+  negentropy_budget_ = std::make_shared<memory_budget>(cfg_.max_neg_bytes_total);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   register_types(*sys_cfg_);
   sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
@@ -352,8 +353,11 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.negentropy.max_items = cfg.max_neg_items;
   // An answer's hex, in its NEG-MSG frame, fits the frame size clients are
   // told (NIP-11 max_message_length), as theirs must fit ours.
-  settings.negentropy.frame_size_limit =
-    std::max(proto::negentropy::min_frame_size_limit, (cfg.max_frame_bytes - 100) / 2);
+  // 600 bytes of room: the frame's verbs and a 64-character id escaped six
+  // bytes a character. Below about 9 KB a frame cannot hold the smallest
+  // answer the protocol allows (docs/negentropy.md).
+  settings.negentropy.frame_size_limit = std::max(
+    proto::negentropy::min_frame_size_limit, cfg.max_frame_bytes > 600 ? (cfg.max_frame_bytes - 600) / 2 : 0);
   return settings;
 }
 
@@ -463,6 +467,7 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   settings.host_port = proto::nip42::port_of_host(host_header);
   settings.remote_ip = remote_ip;
   settings.subscription_budget = subscription_budget_;
+  settings.negentropy_budget = negentropy_budget_;
   settings.reads.shared = read_buckets_;
   settings.still_open = [snapshot = snapshot_, host] {
     auto now = snapshot->find(host);

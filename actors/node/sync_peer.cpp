@@ -2,6 +2,8 @@
 
 #include <deque>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -21,6 +23,14 @@ std::string json_string(std::string_view s) {
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   return std::string(buf.GetString(), buf.GetSize());
+}
+
+// Frames come from a relay we do not control: parsed iteratively, so a
+// deeply nested one costs heap, not the stack (red team: 4 MiB of '[' was
+// a SIGSEGV).
+bool parse_frame(rapidjson::Document& d, const std::string& text) {
+  d.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  return !d.HasParseError() && d.IsArray();
 }
 
 std::string str(const rapidjson::Value& v) {
@@ -72,8 +82,7 @@ std::string sync_peer::connect(const std::string& url, const std::string& secret
     if (!frame)
       return "connection ended before the AUTH challenge";
     rapidjson::Document d;
-    d.Parse(frame->data(), frame->size());
-    if (!d.HasParseError() && d.IsArray() && d.Size() >= 2 && str(d[0]) == "AUTH")
+    if (parse_frame(d, *frame) && d.Size() >= 2 && str(d[0]) == "AUTH")
       challenge = str(d[1]);
   }
   if (secret_hex.empty())
@@ -92,8 +101,7 @@ std::string sync_peer::connect(const std::string& url, const std::string& secret
     if (!frame)
       return "no answer to AUTH";
     rapidjson::Document d;
-    d.Parse(frame->data(), frame->size());
-    if (d.HasParseError() || !d.IsArray() || d.Size() < 4 || str(d[0]) != "OK" ||
+    if (!parse_frame(d, *frame) || d.Size() < 4 || str(d[0]) != "OK" ||
         str(d[1]) != auth.id)
       continue;
     if (!d[2].IsBool() || !d[2].GetBool())
@@ -116,15 +124,16 @@ sync_peer::reconciled sync_peer::reconcile(const proto::filter& f, const neg::st
       return out;
     }
     std::string answer;
+    // A relay that sends anything but the answer gets `timeout_` in all, not per frame.
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (answer.empty()) {
-      auto in = ws_.read_text(timeout_);
+      auto in = std::chrono::steady_clock::now() < deadline ? ws_.read_text(timeout_) : std::nullopt;
       if (!in) {
         out.error = "no NEG-MSG from the relay";
         return out;
       }
       rapidjson::Document d;
-      d.Parse(in->data(), in->size());
-      if (d.HasParseError() || !d.IsArray() || d.Size() < 3 || str(d[1]) != sub)
+      if (!parse_frame(d, *in) || d.Size() < 3 || str(d[1]) != sub)
         continue;
       out.bytes_received += in->size();
       if (str(d[0]) == "NEG-ERR") {
@@ -166,23 +175,28 @@ std::vector<std::string> sync_peer::fetch(const proto::filter& f,
     ask.since.reset();
     ask.until.reset();
     const std::string sub = "fetch-" + std::to_string(next_sub_++);
+    // Only what was asked is taken: a relay cannot slip other events in.
+    std::set<std::string> asked(ask.ids->begin(), ask.ids->end());
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
     if (!ws_.send_text("[\"REQ\"," + json_string(sub) + "," + proto::to_json(ask) + "]", timeout_)) {
       error = "send failed: " + ws_.error();
       return raws;
     }
     for (;;) {
-      auto in = ws_.read_text(timeout_);
+      auto in = std::chrono::steady_clock::now() < deadline ? ws_.read_text(timeout_) : std::nullopt;
       if (!in) {
         error = "no answer to a fetch";
         return raws;
       }
       rapidjson::Document d;
-      d.Parse(in->data(), in->size());
-      if (d.HasParseError() || !d.IsArray() || d.Size() < 2 || str(d[1]) != sub)
+      if (!parse_frame(d, *in) || d.Size() < 2 || str(d[1]) != sub)
         continue;
       auto verb = str(d[0]);
       if (verb == "EVENT" && d.Size() >= 3 && d[2].IsObject()) {
-        raws.push_back(raw_of(d[2]));
+        auto raw = raw_of(d[2]);
+        auto ev = proto::parse_event(raw);
+        if (ev && asked.erase(ev->id) > 0 && proto::matches(ask, *ev))
+          raws.push_back(std::move(raw));
       } else if (verb == "EOSE") {
         ws_.send_text("[\"CLOSE\"," + json_string(sub) + "]", timeout_);
         break;
@@ -200,19 +214,22 @@ sync_peer::published sync_peer::publish(const std::vector<std::string>& raws, st
   published out;
   std::map<std::string, bool> waiting;  // id -> awaited
   size_t next = 0;
+  // Each OK we wait for must come within `timeout_` of the last one, however
+  // many other frames the relay sends meanwhile.
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto read_one = [&]() -> bool {
-    auto in = ws_.read_text(timeout_);
+    auto in = std::chrono::steady_clock::now() < deadline ? ws_.read_text(timeout_) : std::nullopt;
     if (!in) {
       error = "no OK from the relay";
       return false;
     }
     rapidjson::Document d;
-    d.Parse(in->data(), in->size());
-    if (d.HasParseError() || !d.IsArray() || d.Size() < 4 || str(d[0]) != "OK")
+    if (!parse_frame(d, *in) || d.Size() < 4 || str(d[0]) != "OK")
       return true;
     auto id = str(d[1]);
     if (waiting.erase(id) == 0)
       return true;
+    deadline = std::chrono::steady_clock::now() + timeout_;
     auto message = str(d[3]);
     if (d[2].IsBool() && d[2].GetBool()) {
       if (message.rfind("duplicate:", 0) == 0)

@@ -217,7 +217,32 @@ std::string reconciler::initiate() {
 
 reconciler::result reconciler::respond(std::string_view query) { return run(query, false); }
 
-reconciler::result reconciler::reconcile(std::string_view answer) { return run(answer, true); }
+reconciler::result reconciler::reconcile(std::string_view answer) {
+  // Honest peers end in about log16(n) rounds, plus one per frame of ids
+  // that must cross at the smallest frame either side may use. Between two
+  // rounds that bring news, at most the depth of the range tree passes.
+  constexpr size_t rounds_without_news = 64;
+  const size_t budget = rounds_without_news +
+                        2 * ((storage_.size() + reported_.size()) * id_size / min_frame_size_limit + 1);
+  ++rounds_;
+  if (rounds_ > budget || rounds_ - last_news_ > rounds_without_news) {
+    result r;
+    r.error = "the peer has not ended the reconciliation after " + std::to_string(rounds_) +
+              " rounds";
+    return r;
+  }
+  auto r = run(answer, true);
+  // A range settled by id list may be covered again by a later fingerprint
+  // (a cut for the frame size); its ids are news only once.
+  auto once = [this](std::vector<std::string>& ids) {
+    std::erase_if(ids, [this](const std::string& id) { return !reported_.insert(id).second; });
+  };
+  once(r.have);
+  once(r.need);
+  if (!r.have.empty() || !r.need.empty())
+    last_news_ = rounds_;
+  return r;
+}
 
 reconciler::result reconciler::run(std::string_view in, bool initiator) {
   result r;

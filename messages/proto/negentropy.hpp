@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace waggle::proto::negentropy {
@@ -76,7 +77,10 @@ class reconciler {
   // protocol version is answered with ours alone (the reference's
   // negotiation); a malformed one is an error.
   result respond(std::string_view query);
-  // Initiator: the next message, with what the answer showed.
+  // Initiator: the next message, with what the answer showed. Each id is
+  // reported once, however often the peer's answers cover it; a peer that
+  // will not let the reconciliation end (more rounds than the two sets could
+  // need at this frame size) is an error.
   result reconcile(std::string_view answer);
 
  private:
@@ -89,6 +93,9 @@ class reconciler {
   size_t frame_size_limit_;
   uint64_t last_out_ = 0;
   uint64_t last_in_ = 0;
+  size_t rounds_ = 0;
+  size_t last_news_ = 0;  // the last round that reported an id not reported before
+  std::unordered_set<std::string> reported_;  // initiator: ids already in have/need
 };
 
 // The set as it crosses a mailbox: 40 bytes per item, created_at big-endian

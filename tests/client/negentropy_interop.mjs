@@ -7,13 +7,14 @@
 //   NEG_ITEMS       events on each side (default 10000)
 //   NEG_DIFF_PCT    how much of each side the other lacks, in percent (default 1)
 //   NEG_FRAME_LIMIT the client's frameSizeLimit, binary bytes (default 30000: its hex fits the
-//                   relay's default 64 KiB frame)
+//                   relay's default 64 KiB frame); NEG_FRAME_LIMITS=a,b,... reconciles once per
+//                   limit against the same sets
 //
 // Steps: publish the relay's side (shared + relay-only events, signed, through EVENT); build the
 // client's side (the shared items + client-only items); reconcile with NEG-OPEN/NEG-MSG until
 // the client's Negentropy says it is done; check that `have` is exactly the client-only ids and
 // `need` exactly the relay-only ones; then that NEG-MSG for an unknown session is a NEG-ERR.
-// Prints one JSON line with rounds and bytes; exits 0 when every check passed.
+// Prints one JSON line per reconciliation with rounds and bytes; exits 0 when every check passed.
 import { generateSecretKey, getPublicKey, finalizeEvent } from 'nostr-tools/pure'
 import { randomBytes } from 'node:crypto'
 import WebSocket from 'ws'
@@ -111,13 +112,18 @@ for (let i = 0; i < onlyEach; i++) {
 }
 storage.seal()
 
-const neg = new Negentropy(storage, frameLimit)
+// One reconciliation per client frame limit (NEG_FRAME_LIMITS, comma-separated, or the one
+// NEG_FRAME_LIMIT), each checked, each a JSON line.
+const limits = (process.env.NEG_FRAME_LIMITS || String(frameLimit)).split(',').map(Number)
+const same = (a, b) => a.size === b.size && [...a].every((x) => b.has(x))
+for (const limit of limits) {
+const neg = new Negentropy(storage, limit)
 const have = new Set()
 const need = new Set()
 let rounds = 0
 let bytesUp = 0
 let bytesDown = 0
-const sub = 'interop'
+const sub = `interop-${limit}`
 const filter = { '#t': [tag] }
 const r0 = Date.now()
 const done = new Promise((resolve) => {
@@ -139,9 +145,14 @@ await done
 ws.send(JSON.stringify(['NEG-CLOSE', sub]))
 const reconcileMs = Date.now() - r0
 
-const same = (a, b) => a.size === b.size && [...a].every((x) => b.has(x))
 if (!same(have, clientOnly)) fail(`have: ${have.size} ids, expected the ${clientOnly.size} client-only ones`)
 if (!same(need, relayOnly)) fail(`need: ${need.size} ids, expected the ${relayOnly.size} relay-only ones`)
+console.log(JSON.stringify({
+  items_each_side: items, differing_each_side: onlyEach, client_frame_size_limit: limit,
+  round_trips: rounds, bytes_client_to_relay: bytesUp, bytes_relay_to_client: bytesDown,
+  reconcile_ms: reconcileMs, have: have.size, need: need.size,
+}))
+}
 
 // A session that does not exist is refused, not crashed on.
 const refused = await new Promise((resolve) => {
@@ -151,10 +162,5 @@ const refused = await new Promise((resolve) => {
 if (refused[0] !== 'NEG-ERR' || refused[1] !== 'nosuch') fail(`unknown session: ${JSON.stringify(refused)}`)
 
 ws.close()
-console.log(JSON.stringify({
-  items_each_side: items, differing_each_side: onlyEach, frame_size_limit: frameLimit,
-  round_trips: rounds, bytes_client_to_relay: bytesUp, bytes_relay_to_client: bytesDown,
-  reconcile_ms: reconcileMs, have: have.size, need: need.size,
-}))
 console.error('negentropy_interop: PASSED')
 process.exit(0)

@@ -56,6 +56,7 @@ class negentropy_redteam_test : public actor_test {
     settings.host = host;
     settings.reads.max_in_flight = 1000;
     settings.subscription_budget = budget;
+    settings.negentropy_budget = neg_budget;  // as the node wires it: a budget of its own
     auto sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
@@ -81,6 +82,7 @@ class negentropy_redteam_test : public actor_test {
   // The node's subscription budget, scaled down 16x from the default 256 MiB
   // (as the sets below are scaled down 16x from --max-neg-items 500,000).
   std::shared_ptr<memory_budget> budget = std::make_shared<memory_budget>(16u << 20);
+  std::shared_ptr<memory_budget> neg_budget = std::make_shared<memory_budget>(16u << 20);
   caf::actor ingest_raw, reader_raw;
   hub_actor hub;
 };
@@ -120,8 +122,8 @@ TEST_F(negentropy_redteam_test, one_connections_sets_do_not_starve_other_communi
       held.push_back(a);
     }
   }
-  std::printf("community A: %zu sessions open on %zu connections, budget %zu of %zu bytes used\n", opened, held.size(),
-              budget->used(), budget->limit());
+  std::printf("community A: %zu sessions open on %zu connections, NIP-77 budget %zu of %zu bytes used\n",
+              opened, held.size(), neg_budget->used(), neg_budget->limit());
 
   auto b = open(8, "b.example", bob_sk);
   send(b.actor, R"(["REQ","feed",{"kinds":[1]}])");

@@ -55,6 +55,7 @@ class negentropy_connection_test : public actor_test {
     settings.reads.max_in_flight = 1000;
     settings.negentropy = neg_settings;
     settings.subscription_budget = budget;
+    settings.negentropy_budget = budget;
     sink = std::make_shared<recording_sink>();
     auto conn = spawn(connection_actor_impl, settings,
                       connection_peers{caf::actor_cast<ingest_actor>(ingest_raw), hub,
