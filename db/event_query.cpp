@@ -2,6 +2,7 @@
 #include "db/prepared_reads.hpp"
 #include "db/read_budget.hpp"
 #include "db/sql_util.hpp"
+#include "messages/proto/negentropy.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -313,10 +314,13 @@ std::string history_sql(const plan& p, params& ps, const std::string& community)
          " ORDER BY e.created_at DESC, e.id LIMIT " + lim;
 }
 
-// The ids of all live events matching the filter (for COUNT).
-std::string ids_sql(const plan& p, params& ps, const std::string& community) {
+// The ids of all live events matching the filter (for COUNT), with their
+// created_at as a second column when `with_time` (NIP-77's items).
+std::string ids_sql(const plan& p, params& ps, const std::string& community,
+                    bool with_time = false) {
+  const std::string e_cols = with_time ? "e.id AS id, e.created_at AS created_at" : "e.id AS id";
   if (p.search)
-    return "SELECT e.id AS id " + search_from(p) +
+    return "SELECT " + e_cols + " " + search_from(p) +
            event_conditions(p, ps, community, 0, false, false, false);
   if (!p.ids && !p.tags.empty()) {
     char letter = driving_tag(p);
@@ -324,11 +328,12 @@ std::string ids_sql(const plan& p, params& ps, const std::string& community) {
                     ps.add(std::string(1, letter)) + " AND t.value = ANY(" +
                     ps.add(text_array(p.tags.at(letter))) + "::text[])";
     t += tag_row_conditions(p, ps);
-    return "SELECT t.event_id AS id FROM event_tags t JOIN events e ON e.community_id = t.community_id "
+    return std::string("SELECT t.event_id AS id") + (with_time ? ", t.created_at AS created_at" : "") +
+           " FROM event_tags t JOIN events e ON e.community_id = t.community_id "
            "AND e.id = t.event_id WHERE " + t + " AND " +
            event_conditions(p, ps, community, letter, true, true, true);
   }
-  return "SELECT e.id AS id FROM events e WHERE " +
+  return "SELECT " + e_cols + " FROM events e WHERE " +
          event_conditions(p, ps, community, 0, false, false, false);
 }
 
@@ -540,5 +545,47 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
   return r[0][0].as<uint64_t>();
 }
 
+sync_items_result sync_items(pqxx::connection& conn, int64_t community_id,
+                             const std::vector<proto::filter>& filters, int64_t now,
+                             size_t max_items, read_budget* budget, prepared_reads* prepared) {
+  params ps;
+  std::string community = ps.add(std::to_string(community_id)) + "::bigint";
+  std::string unioned;
+  proto::filter_limits unlimited;
+  for (const auto& f : filters) {
+    plan p = plan_of(f, unlimited, true, now);
+    if (p.empty || p.search)  // search is refused before it gets here
+      continue;
+    if (!unioned.empty())
+      unioned += " UNION ALL ";
+    unioned += '(';
+    unioned += ids_sql(p, ps, community, true);
+    unioned += ')';
+  }
+  sync_items_result out;
+  if (unioned.empty())
+    return out;
+  pqxx::nontransaction tx(conn);  // one statement, as count_events
+  before_statement(budget, tx);
+  // One row past the cap tells "more than allowed" from "exactly allowed".
+  auto r = run(tx, prepared,
+               "SELECT DISTINCT m.created_at, encode(m.id, 'hex') FROM (" + unioned +
+                 ") AS m ORDER BY 1, 2 LIMIT " + std::to_string(max_items + 1),
+               ps);
+  tx.commit();
+  if (r.size() > max_items) {
+    out.too_many = true;
+    return out;
+  }
+  out.packed.reserve(r.size() * proto::negentropy::packed_item_bytes);
+  for (const auto& row : r) {
+    auto created_at = row[0].as<int64_t>();
+    auto id = row[1].as<std::string>();
+    if (created_at < 0 || !proto::negentropy::append_packed(out.packed, static_cast<uint64_t>(created_at), id))
+      continue;  // NIP-77 time is unsigned; no such row is accepted by ingest
+    ++out.count;
+  }
+  return out;
+}
 
 }  // namespace waggle::db

@@ -109,6 +109,34 @@ uint64_t count_events(pqxx::connection& conn, int64_t community_id,
                       read_budget* budget = nullptr, prepared_reads* prepared = nullptr,
                       const proto::filter_limits& lim = {});
 
+// NIP-77 (docs/negentropy.md): the (created_at, id) of every live event
+// matching any filter, exactly the events a REQ with no limit could be served
+// (community, liveness, NIP-40, channels only by #h), ascending, packed as
+// proto::negentropy's 40-byte items. More than `max_items` matches is
+// `too_many` with nothing packed: a session never holds a partial set.
+// Filters with `search` are skipped (the caller refuses them).
+struct sync_items_result {
+  std::string packed;
+  uint64_t count = 0;
+  bool too_many = false;
+};
+sync_items_result sync_items(pqxx::connection& conn, int64_t community_id,
+                             const std::vector<proto::filter>& filters, int64_t now,
+                             size_t max_items, read_budget* budget = nullptr,
+                             prepared_reads* prepared = nullptr);
+
+// The live stored events of these ids (64-hex; others ignored) in the
+// community, oldest first (db/event_sync.cpp).
+struct stored_event {
+  std::string raw;
+  int32_t kind = 0;
+};
+std::vector<stored_event> live_events_by_id(pqxx::connection& conn, int64_t community_id,
+                                            const std::vector<std::string>& ids_hex, int64_t now);
+// The hex ids of the community's live events of these kinds (db/event_sync.cpp).
+std::vector<std::string> ids_of_kinds(pqxx::connection& conn, int64_t community_id,
+                                      const std::vector<int32_t>& kinds);
+
 // The advisory-lock key texts of docs/lock-protocol.md (hashed with hashtextextended(key, 0)).
 // Order when several are taken: replacement -> membership -> channel_ttl -> push_gate.
 std::string replacement_lock_key(int64_t community_id, int32_t kind, const std::string& pubkey,

@@ -62,6 +62,7 @@ using hub_actor = caf::typed_actor<caf::reacts_to<committed_events>,
 // word that it is idle.
 using reader_actor = caf::typed_actor<caf::replies_to<history_request>::with<history_reply>,
                                       caf::replies_to<count_request>::with<count_reply>,
+                                      caf::replies_to<sync_items_request>::with<sync_items_reply>,
                                       caf::replies_to<access_request>::with<access_reply>>;
 using reader_pool_actor
   = reader_actor::extend<caf::reacts_to<read_withdraw>, caf::reacts_to<reader_idle>>;

@@ -116,6 +116,33 @@ typename Inspector::result_type inspect(Inspector& f, count_reply& x) {
   return f(caf::meta::type_name("count_reply"), x.count, x.err);
 }
 
+// NIP-77 (docs/negentropy.md): the items a negentropy session reconciles,
+// read with the same access re-check and visibility as a history, on the
+// costly lane (every matching row is read, as for a count).
+struct sync_items_request {
+  int64_t community_id = 0;
+  std::vector<proto::filter> filters;
+  read_access access;
+  uint64_t max_items = 0;
+  int64_t read_after_ns = 0;  // as in history_request
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_items_request& x) {
+  return f(caf::meta::type_name("sync_items_request"), x.community_id, x.filters, x.access,
+           x.max_items, x.read_after_ns);
+}
+
+struct sync_items_reply {
+  std::string packed;  // proto::negentropy::packed_item_bytes per item, ascending
+  uint64_t count = 0;
+  bool too_many = false;  // more than max_items matched; nothing packed
+  status err;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_items_reply& x) {
+  return f(caf::meta::type_name("sync_items_reply"), x.packed, x.count, x.too_many, x.err);
+}
+
 // Connection actor -> reader: may these pubkeys read these channels? Asked
 // before a REQ naming channels is registered with the hub.
 struct access_request {

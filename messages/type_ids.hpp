@@ -207,6 +207,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(waggle, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_routed))
   CAF_ADD_TYPE_ID(waggle, (waggle::roster_requested))
   CAF_ADD_TYPE_ID(waggle, (waggle::address_blocked))
+  // -- NIP-77 items (messages/reads.hpp), last: numbers of older types unchanged --
+  CAF_ADD_TYPE_ID(waggle, (waggle::sync_items_request))
+  CAF_ADD_TYPE_ID(waggle, (waggle::sync_items_reply))
   // -- portability (messages/portability.hpp) ------------------------------------
   CAF_ADD_TYPE_ID(waggle, (waggle::load_next))
 CAF_END_TYPE_ID_BLOCK(waggle)

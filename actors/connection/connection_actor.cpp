@@ -65,6 +65,9 @@ void connection_state::on_frame(const std::string& text) {
       case rk::notice:
         send_notice(err->err.message());
         break;
+      case rk::neg_err:
+        send_neg_err(err->ref, err->err.message());
+        break;
     }
     return;
   }
@@ -79,6 +82,12 @@ void connection_state::on_frame(const std::string& text) {
         on_req(std::move(msg));
       else if constexpr (std::is_same_v<T, proto::count_msg>)
         on_count(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_open_msg>)
+        on_neg_open(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_msg>)
+        on_neg_msg(std::move(msg));
+      else if constexpr (std::is_same_v<T, proto::neg_close_msg>)
+        on_neg_close(msg);
       else
         on_close(msg);
     },
@@ -90,6 +99,18 @@ void connection_state::on_event(proto::event&& ev) {
     return reject(ev.id, {ec::unavailable, "relay is shutting down"});
   auto now = env.unix_now();
   auto admitted = classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true});
+  // A sync peer's event refused for its age or its author is vouched for, as
+  // an import would be, only where sync sends events: to be stored or to be
+  // judged as a channel command; never an ephemeral event or a NIP-43
+  // request replayed from the past (red team).
+  if (admitted.route == route::reject &&
+      std::any_of(authed.begin(), authed.end(),
+                  [this](const std::string& k) { return settings.sync_pubkeys.contains(k); })) {
+    auto vouched =
+      classify_event(ev, {authed, now, settings.policy, settings.relay_pubkey, true, true});
+    if (vouched.route == route::store || vouched.route == route::group_command)
+      admitted = std::move(vouched);
+  }
   if (admitted.route == route::reject)
     return reject(ev.id, admitted.refusal);
   if (events_in_flight >= settings.max_events_in_flight) {
@@ -504,6 +525,7 @@ connection_actor::behavior_type connection_actor_impl(connection_ptr self,
                               st.settings.max_history_bytes, st.settings.history_stall,
                               st.settings.history_page_drain_bytes, st.settings.limits.max_limit},
                              st.settings.subscription_budget};
+  st.neg.configure(st.settings.negentropy, st.settings.negentropy_budget);
   // If a core actor dies, this connection's subscriptions and in-flight
   // events died with it: close so the client reconnects to the restarted node
   // parts instead of waiting on a silent subscription.

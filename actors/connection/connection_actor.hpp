@@ -17,6 +17,7 @@
 #include "actors/connection/event_admission.hpp"
 #include "actors/connection/policy_gate.hpp"
 #include "actors/connection/history_queue.hpp"
+#include "actors/connection/negentropy_sessions.hpp"
 #include "actors/connection/subscription_memory.hpp"
 #include "actors/connection/subscription_table.hpp"
 #include "actors/connection/read_admission.hpp"
@@ -87,6 +88,14 @@ struct connection_settings {
   read_admission_settings reads;  // in-flight bound and token buckets
   refusal_pacing refusals;        // when a flood of refused frames pauses reading
   policy_gate_settings write_policy;
+  negentropy_settings negentropy;  // NIP-77 (connection_negentropy.cpp)
+  // The node-wide budget of NIP-77 sets, apart from subscription_budget so
+  // that sets never crowd out REQs. Null: none (tests, replays).
+  memory_budget_ptr negentropy_budget;
+  // --sync-pubkeys: once one of them is authenticated here, the connection's
+  // events are vouched for (admission_request::vouched): `waggle sync --dir
+  // up` sends other authors' events, of any age (docs/negentropy.md).
+  std::set<std::string> sync_pubkeys;
 };
 
 struct connection_peers {
@@ -127,6 +136,7 @@ struct connection_state {
   read_admission reads;  // REQ/COUNT in flight, their buckets, their requests at the pool
   size_t frame_bytes = 0;  // the client frame being handled (0 between frames)
   refusal_pacer pacer;   // refusals answered, and when the socket last paused for them
+  negentropy_sessions neg;  // NIP-77 sessions and the sets they reconcile
   bool draining = false;
   bool closed = false;
   bool invite_in_flight = false;  // one invite request at a time per connection
@@ -158,6 +168,11 @@ struct connection_state {
   void on_req(proto::req_msg&& req);
   void on_count(proto::count_msg&& req);
   void on_close(const proto::close_msg& msg);
+  // connection_negentropy.cpp
+  void on_neg_open(proto::neg_open_msg&& msg);
+  void on_neg_msg(proto::neg_msg&& msg);
+  void on_neg_close(const proto::neg_close_msg& msg);
+  void send_neg_err(const std::string& sub_id, const std::string& reason);
   // Every OK, CLOSED and NOTICE answering the client goes out through these
   // three and answer_client, the one place that paces a refusal, by its
   // prefix (refusal_weight; docs/protocol.md, "Refusal pacing").

@@ -1,8 +1,10 @@
 #pragma once
 
-// Every setting of a node. Each has a flag and a WAGGLE_* environment
-// variable (flags win); `waggle serve --help` lists them and
-// docs/operations.md explains them.
+// Every setting of a node. Each has a flag, a WAGGLE_* environment variable
+// and a key in a --config file (flag, then variable, then file win);
+// `waggle serve --help` lists them, docs/operations.md explains them and
+// docs/waggle.conf.example is generated from them. The option table is in
+// config_options.cpp, the file's syntax in config_file.cpp.
 
 #include <cstdint>
 #include <map>
@@ -36,6 +38,12 @@ struct node_config {
   uint32_t default_limit = 100;
   uint32_t max_limit = 500;
   bool search = true;
+  // NIP-77 (docs/negentropy.md).
+  bool negentropy = true;
+  size_t max_neg_sessions = 4;     // per connection
+  size_t max_neg_items = 500000;   // per session
+  size_t max_neg_bytes_total = 256u << 20;  // the node's NIP-77 sets, apart from subscriptions
+  std::vector<std::string> sync_pubkeys;  // may submit others' events of any age
   uint32_t search_max_ranked = 2000;  // newest matches a search ranks
   int64_t search_timeout_ms = 2000;   // a search statement's ceiling  // NIP-50 (docs/search.md); off: a filter with `search` is refused
   size_t max_outbound_frames = 2000;
@@ -161,6 +169,9 @@ struct node_config {
   bool roster_routing = true;
   // Who may read /metrics: "loopback", "any" or a comma-separated list of IPs.
   std::string metrics_allow = "loopback";
+
+  // Field by field: the tests compare what a source yields with the defaults.
+  bool operator==(const node_config&) const = default;
 };
 
 struct option_doc {
@@ -173,9 +184,22 @@ struct option_doc {
 // The documented options of `waggle serve`.
 const std::vector<option_doc>& serve_options();
 
-// Fills `cfg` from the environment, then from argv (flags win). Unknown flags
-// and malformed numbers are errors.
+// The environment as parse_serve_config reads it: variable -> value. A
+// variable set to the empty string counts as unset.
+using env_map = std::map<std::string, std::string>;
+
+// The WAGGLE_* variables of the option table that this process has.
+env_map serve_environment();
+
+// Fills `cfg` from the --config file argv names (if any), then the
+// environment, then the other flags of argv, each over the last; then checks
+// the whole. Unknown flags, malformed numbers and every refusal of the file
+// (config_file.hpp) are errors; a value the file set that a check across
+// options refuses is named with its file and line.
 status parse_serve_config(node_config& cfg, const std::vector<std::string>& args);
+// The same with the environment given (tests).
+status parse_serve_config(node_config& cfg, const std::vector<std::string>& args,
+                          const env_map& env);
 
 std::string serve_usage();
 

@@ -7,6 +7,7 @@
 //   waggle community member|admin|policy ... (actors/node/community_cli.hpp)
 //   waggle bus publish|request SUBJECT PAYLOAD (actors/node/bus_cli.hpp)
 //   waggle export|import ... (actors/node/portability_cli.hpp)
+//   waggle sync URL ... (actors/node/sync_cli.hpp)
 
 #include <sys/resource.h>
 
@@ -20,7 +21,9 @@
 
 #include "actors/node/bus_cli.hpp"
 #include "actors/node/community_cli.hpp"
+#include "actors/node/sync_cli.hpp"
 #include "actors/node/config.hpp"
+#include "actors/node/config_file.hpp"
 #include "actors/support/log.hpp"
 #include "actors/node/node.hpp"
 #include "actors/node/portability_cli.hpp"
@@ -45,7 +48,8 @@ int usage() {
                "  waggle community member remove|list ...; admin add|remove|list ...;\n"
                "  waggle community policy HOST [open|closed|invite]\n"
                "  waggle export [--community HOST] [--since TS] [--until TS]  events as JSON lines on stdout\n"
-               "  waggle import FILE|- --community HOST [--batch N]  load JSON lines (docs/portability.md)\n"
+               "  waggle import FILE|- --community HOST [--batch N]  load JSON lines (docs/portability.md)\n"               "  waggle sync URL [--filter JSON] [--dir down|up|both]  NIP-77 sync with another relay\n"
+               "                                      (waggle sync --help; docs/negentropy.md)\n"
                "  waggle replay [--strict] TRACE      replay a recorded actor trace (docs/traces.md)\n"
                "  waggle bus publish SUBJECT PAYLOAD  publish on the cluster's bus (waggle bus --help)\n"
                "  waggle bus request SUBJECT PAYLOAD [--timeout-ms N]  ask and print the reply\n";
@@ -184,6 +188,9 @@ int run_serve(std::vector<std::string> args) {
     if (a == "--help" || a == "-h") {
       std::cout << serve_usage();
       return 0;
+    } else if (a == "--print-config-example") {
+      std::cout << config_example();
+      return 0;
     }
   node_config cfg;
   if (auto st = parse_serve_config(cfg, args); !st.ok()) {
@@ -191,7 +198,8 @@ int run_serve(std::vector<std::string> args) {
     return 2;
   }
   if (cfg.database_url.empty()) {
-    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL or --database-url\n";
+    std::cerr << "waggle serve: no database: set WAGGLE_DATABASE_URL, --database-url or, "
+                 "in the --config file, database-url\n";
     return 2;
   }
   log::set_level(log::parse_level(cfg.log_level));
@@ -293,6 +301,12 @@ int main(int argc, char** argv) {
       return run_export(std::move(args));
     if (cmd == "import")
       return run_import(std::move(args));
+    if (cmd == "sync") {
+      if (!args.empty() && (args[0] == "--help" || args[0] == "-h"))
+        return run_sync({}, "");
+      auto url = database_url(args);
+      return run_sync(std::move(args), url);
+    }
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

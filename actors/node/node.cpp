@@ -101,6 +101,7 @@ node::node(node_config cfg, node_env env)
   signer.pubkey = proto::pubkey_of(signer.secret);
   relay_pubkey_ = signer.pubkey;
   subscription_budget_ = std::make_shared<memory_budget>(cfg_.max_subscription_bytes_total);
+  negentropy_budget_ = std::make_shared<memory_budget>(cfg_.max_neg_bytes_total);
   sys_cfg_ = std::make_unique<caf::actor_system_config>();
   register_types(*sys_cfg_);
   sys_cfg_->set("logger.verbosity", caf::atom("quiet"));
@@ -346,6 +347,17 @@ connection_settings connection_settings_for(const node_config& cfg,
   settings.relay_pubkey = relay_pubkey;
   settings.write_policy.timeout = std::chrono::milliseconds(cfg.write_policy_timeout_ms);
   settings.write_policy.fail_open = cfg.write_policy_fail == "open";
+  settings.sync_pubkeys = {cfg.sync_pubkeys.begin(), cfg.sync_pubkeys.end()};
+  settings.negentropy.enabled = cfg.negentropy;
+  settings.negentropy.max_sessions = cfg.max_neg_sessions;
+  settings.negentropy.max_items = cfg.max_neg_items;
+  // An answer's hex, in its NEG-MSG frame, fits the frame size clients are
+  // told (NIP-11 max_message_length), as theirs must fit ours.
+  // 600 bytes of room: the frame's verbs and a 64-character id escaped six
+  // bytes a character. Below about 9 KB a frame cannot hold the smallest
+  // answer the protocol allows (docs/negentropy.md).
+  settings.negentropy.frame_size_limit = std::max(
+    proto::negentropy::min_frame_size_limit, cfg.max_frame_bytes > 600 ? (cfg.max_frame_bytes - 600) / 2 : 0);
   return settings;
 }
 
@@ -455,6 +467,7 @@ connection_actor node::open_connection(const community& c, const std::string& ho
   settings.host_port = proto::nip42::port_of_host(host_header);
   settings.remote_ip = remote_ip;
   settings.subscription_budget = subscription_budget_;
+  settings.negentropy_budget = negentropy_budget_;
   settings.reads.shared = read_buckets_;
   settings.still_open = [snapshot = snapshot_, host] {
     auto now = snapshot->find(host);
@@ -614,6 +627,7 @@ proto::relay_info relay_info_for(const node_config& cfg, const std::string& rela
   info.pubkey = relay_pubkey;
   info.nip43 = c.policy != community_policy::open;
   info.search = cfg.search;
+  info.negentropy = cfg.negentropy;
   info.max_message_length = cfg.max_frame_bytes;
   info.max_subscriptions = cfg.max_subscriptions;
   info.max_filters = cfg.max_filters;

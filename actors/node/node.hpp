@@ -96,6 +96,9 @@ class node {
   std::shared_ptr<community_snapshot> snapshot_;
   // Node-wide subscription memory, shared by every connection actor.
   memory_budget_ptr subscription_budget_;
+  // NIP-77 sets have a budget of their own: a client holding sets can refuse
+  // other clients' sets, never another community's REQ (red team).
+  memory_budget_ptr negentropy_budget_;
   // Gives freed subscription memory back to the system (node.cpp, trim_loop).
   void trim_loop();
   std::thread trimmer_;

@@ -190,7 +190,8 @@ caf::typed_response_promise<Reply> reader_pool_state::take(Req&& req) {
   read.community = req.community_id;
   read.from = caf::actor_cast<caf::actor_addr>(self->current_sender());
   read.request_id = self->current_message_id().request_id().integer_value();
-  if constexpr (std::is_same_v<std::decay_t<Req>, count_request>)
+  if constexpr (std::is_same_v<std::decay_t<Req>, count_request> ||
+                std::is_same_v<std::decay_t<Req>, sync_items_request>)
     read.costly = true;
   else if constexpr (std::is_same_v<std::decay_t<Req>, history_request>)
     read.costly = std::any_of(req.filters.begin(), req.filters.end(),
@@ -270,6 +271,11 @@ reader_pool_actor::behavior_type reader_pool_actor_impl(reader_pool_ptr self,
       trace_section section{self->state.env};
       trace_reader_in(self->state.env, self->current_sender(), req);
       return self->state.take<count_reply>(std::move(req));
+    },
+    [self](sync_items_request& req) {
+      trace_section section{self->state.env};
+      trace_reader_in(self->state.env, self->current_sender(), req);
+      return self->state.take<sync_items_reply>(std::move(req));
     },
     [self](access_request& req) {
       trace_section section{self->state.env};

@@ -203,6 +203,27 @@ count_reply reader_session_state::on_count(const count_request& req) {
   });
 }
 
+sync_items_reply reader_session_state::on_sync_items(const sync_items_request& req) {
+  return run_read<sync_items_reply>([&](pqxx::connection& conn, sync_items_reply& reply,
+                                        db::read_budget& budget) {
+    if (auto access = check_access(conn, req.community_id, req.access, budget); !access.err.ok()) {
+      reply.err = access.err;
+      return;
+    }
+    auto shape = shape_of(req.filters, nullptr, steady_at(req.read_after_ns));
+    shape.path = "sync";
+    db::sync_items_result items;
+    routed(shape, conn, req.community_id, budget,
+           [&](pqxx::connection& c, db::prepared_reads* p, db::read_budget& b) {
+             items = db::sync_items(c, req.community_id, req.filters, read_clock(),
+                                    req.max_items, &b, p);
+           });
+    reply.packed = std::move(items.packed);
+    reply.count = items.count;
+    reply.too_many = items.too_many;
+  });
+}
+
 access_reply reader_session_state::on_access(const access_request& req) {
   access_reply out;
   auto fallback = run_read<access_reply>([&](pqxx::connection& conn, access_reply&,
@@ -231,6 +252,11 @@ reader_session_actor_impl(reader_session_ptr self, std::string database_url, std
     },
     [self](count_request& req) -> count_reply {
       auto r = traced_exchange(self->state.env, req, [&] { return self->state.on_count(req); });
+      self->state.idle();
+      return r;
+    },
+    [self](sync_items_request& req) -> sync_items_reply {
+      auto r = traced_exchange(self->state.env, req, [&] { return self->state.on_sync_items(req); });
       self->state.idle();
       return r;
     },

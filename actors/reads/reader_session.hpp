@@ -46,6 +46,7 @@ struct reader_session_state {
             std::shared_ptr<route_context> r);
   history_reply on_history(const history_request& req);
   count_reply on_count(const count_request& req);
+  sync_items_reply on_sync_items(const sync_items_request& req);
   access_reply on_access(const access_request& req);
   int64_t read_clock() const;
 

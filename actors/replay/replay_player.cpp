@@ -103,6 +103,7 @@ replay_db_stub_actor::behavior_type replay_db_stub(replay_db_stub_actor::pointer
     [self, &p, name](fence_probe_request& r) { return p.hold<fence_probe_reply>(self, name, r); },
     [self, &p, name](history_request& r) { return p.hold<history_reply>(self, name, r); },
     [self, &p, name](count_request& r) { return p.hold<count_reply>(self, name, r); },
+    [self, &p, name](sync_items_request& r) { return p.hold<sync_items_reply>(self, name, r); },
     [self, &p, name](access_request& r) { return p.hold<access_reply>(self, name, r); },
     [self, &p, name](group_command_request& r) {
       return p.hold<group_command_reply>(self, name, r);
@@ -242,6 +243,9 @@ replay_reader_gate_actor::behavior_type replay_reader_gate(
       return hold(std::move(req), std::type_identity<history_reply>{});
     },
     [hold](count_request& req) { return hold(std::move(req), std::type_identity<count_reply>{}); },
+    [hold](sync_items_request& req) {
+      return hold(std::move(req), std::type_identity<sync_items_reply>{});
+    },
     [hold](access_request& req) { return hold(std::move(req), std::type_identity<access_reply>{}); },
     [self, player, pool, flush_withdraws](read_withdraw& msg) {
       auto from = player->name_of(self->current_sender());

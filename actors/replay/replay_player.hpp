@@ -195,6 +195,7 @@ using replay_db_stub_actor = caf::typed_actor<
   caf::replies_to<fence_probe_request>::with<fence_probe_reply>,
   caf::replies_to<history_request>::with<history_reply>,
   caf::replies_to<count_request>::with<count_reply>,
+  caf::replies_to<sync_items_request>::with<sync_items_reply>,
   caf::replies_to<access_request>::with<access_reply>,
   caf::replies_to<group_command_request>::with<group_command_reply>,
   caf::replies_to<roster_publish_request>::with<roster_publish_reply>,

@@ -1,5 +1,6 @@
 #include "messages/proto/client_message.hpp"
 #include "messages/proto/json_detail.hpp"
+#include "messages/proto/negentropy.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -110,6 +111,37 @@ std::variant<client_message, parse_error> parse_sub_frame(const rapidjson::Value
   return client_message{std::move(msg)};
 }
 
+// NIP-77 frames: ["NEG-OPEN", sub, filter, hex], ["NEG-MSG", sub, hex],
+// ["NEG-CLOSE", sub]. Errors become NEG-ERR when the id is readable.
+std::variant<client_message, parse_error> parse_neg_frame(const rapidjson::Value& arr,
+                                                          std::string_view verb,
+                                                          const filter_limits& lim) {
+  const size_t want = verb == "NEG-OPEN" ? 4 : verb == "NEG-MSG" ? 3 : 2;
+  if (arr.Size() < 2)
+    return notice(std::string(verb) + " message needs a subscription id");
+  if (std::string why = check_sub_id(arr[1]); !why.empty())
+    return notice(std::move(why));
+  std::string sub(str_of(arr[1]));
+  auto neg_err = [&](std::string reason) {
+    return parse_error{status{ec::invalid, std::move(reason)}, reply::neg_err, sub};
+  };
+  if (arr.Size() != want)
+    return neg_err(std::string(verb) + " message must have " + std::to_string(want) +
+                   " elements");
+  if (verb == "NEG-CLOSE")
+    return client_message{neg_close_msg{std::move(sub)}};
+  const auto& hex = arr[want - 1];
+  std::string message;
+  if (!hex.IsString() || !negentropy::from_hex(str_of(hex), message) || message.empty())
+    return neg_err("negentropy message must be a non-empty hex string");
+  if (verb == "NEG-MSG")
+    return client_message{neg_msg{std::move(sub), std::move(message)}};
+  auto f = detail::parse_filter_value(arr[2], lim);
+  if (!f)
+    return parse_error{f.error(), reply::neg_err, sub};
+  return client_message{neg_open_msg{std::move(sub), std::move(*f), std::move(message)}};
+}
+
 // The DOM lives in stack buffers first (most frames are small), spilling to the
 // heap only for big frames. The iterative parser keeps deeply nested input from
 // exhausting the thread's stack.
@@ -177,6 +209,8 @@ std::variant<client_message, parse_error> parse_client_message(std::string_view 
   }
   if (verb == "AUTH")
     return parse_event_frame<auth_msg>(arr, "AUTH");
+  if (verb == "NEG-OPEN" || verb == "NEG-MSG" || verb == "NEG-CLOSE")
+    return parse_neg_frame(arr, verb, lim);
   return notice("unknown message type");
 }
 
@@ -251,6 +285,26 @@ std::string render_count(std::string_view sub_id, uint64_t count) {
   auto r = std::to_chars(buf, buf + sizeof buf, count);
   out.append(buf, static_cast<size_t>(r.ptr - buf));
   out.append("}]", 2);
+  return out;
+}
+
+std::string render_neg_msg(std::string_view sub_id, std::string_view message) {
+  std::string out;
+  out.reserve(20 + sub_id.size() + message.size() * 2);
+  append_frame_start(out, "NEG-MSG", sub_id);
+  out.append(",\"", 2);
+  out += negentropy::to_hex(message);
+  out.append("\"]", 2);
+  return out;
+}
+
+std::string render_neg_err(std::string_view sub_id, std::string_view reason) {
+  std::string out;
+  out.reserve(20 + sub_id.size() + reason.size());
+  append_frame_start(out, "NEG-ERR", sub_id);
+  out.push_back(',');
+  detail::append_json_string(out, reason);
+  out.push_back(']');
   return out;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 
 // Parsing of client frames: ["EVENT", ev], ["REQ", sub, f...], ["CLOSE", sub],
-// ["AUTH", ev], ["COUNT", sub, f...]. And rendering of relay frames.
+// ["AUTH", ev], ["COUNT", sub, f...], and NIP-77's ["NEG-OPEN", sub, f, hex],
+// ["NEG-MSG", sub, hex], ["NEG-CLOSE", sub]. And rendering of relay frames.
 
 #include <string>
 #include <string_view>
@@ -20,15 +21,20 @@ struct req_msg { std::string sub_id; std::vector<filter> filters; };
 struct count_msg { std::string sub_id; std::vector<filter> filters; };
 struct close_msg { std::string sub_id; };
 struct auth_msg { event ev; };
+// NIP-77; `message` is the negentropy message decoded from its hex.
+struct neg_open_msg { std::string sub_id; filter f; std::string message; };
+struct neg_msg { std::string sub_id; std::string message; };
+struct neg_close_msg { std::string sub_id; };
 
-using client_message = std::variant<event_msg, req_msg, count_msg, close_msg, auth_msg>;
+using client_message = std::variant<event_msg, req_msg, count_msg, close_msg, auth_msg,
+                                    neg_open_msg, neg_msg, neg_close_msg>;
 
 // A parse failure tells the caller what to answer: for an EVENT with a
 // readable id an OK false; for a REQ/COUNT with a readable sub id a CLOSED;
-// otherwise a NOTICE.
+// for a NEG-* with a readable sub id a NEG-ERR; otherwise a NOTICE.
 struct parse_error {
   status err;
-  enum class reply_kind { notice, ok, closed } reply = reply_kind::notice;
+  enum class reply_kind { notice, ok, closed, neg_err } reply = reply_kind::notice;
   std::string ref;  // event id or subscription id for the reply
 };
 
@@ -48,6 +54,9 @@ std::string render_closed(std::string_view sub_id, std::string_view message);
 std::string render_notice(std::string_view message);
 std::string render_auth(std::string_view challenge);
 std::string render_count(std::string_view sub_id, uint64_t count);
+// NIP-77: `message` is binary, sent as lowercase hex.
+std::string render_neg_msg(std::string_view sub_id, std::string_view message);
+std::string render_neg_err(std::string_view sub_id, std::string_view reason);
 
 // POST /events's answer body: what OK says, as a JSON object
 // ({"id", "accepted", "message"}; no "id" when none was read).

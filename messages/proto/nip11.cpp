@@ -24,8 +24,8 @@ std::string relay_info_json(const relay_info& info) {
   w.String(info.pubkey);
   w.Key("supported_nips");
   w.StartArray();
-  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 50, 86, 98})
-    if ((nip != 43 || info.nip43) && (nip != 50 || info.search))
+  for (int nip : {1, 9, 11, 29, 40, 42, 43, 45, 50, 77, 86, 98})
+    if ((nip != 43 || info.nip43) && (nip != 50 || info.search) && (nip != 77 || info.negentropy))
       w.Int(nip);
   w.EndArray();
   w.Key("software");

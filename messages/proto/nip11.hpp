@@ -20,6 +20,7 @@ struct relay_info {
   std::string pubkey;   // the relay's key (64 hex)
   bool nip43 = false;   // NIP-43 join requests: offered by closed communities only
   bool search = false;  // NIP-50
+  bool negentropy = false;  // NIP-77
   size_t max_message_length = 0;
   size_t max_subscriptions = 0;
   size_t max_filters = 0;

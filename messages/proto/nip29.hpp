@@ -55,6 +55,21 @@ constexpr bool is_group_command(int32_t k) {
          k == kind_delete_event || k == kind_create_group || k == kind_delete_group ||
          k == kind_join_request || k == kind_leave_request;
 }
+
+// Where an event goes among the events of one second when history is loaded
+// again in order (import, sync; export writes this order): what opens a
+// channel or lets someone in first, what shuts it or takes something away
+// last, the rest between. Loaded by (created_at, id) alone, a post could
+// come before the creation of its channel and be refused.
+constexpr int replay_rank(int32_t k) {
+  switch (k) {
+    case kind_create_group: return 0;
+    case kind_put_user: case kind_edit_metadata: case kind_join_request: return 1;
+    case kind_remove_user: case kind_delete_event: case kind_leave_request: return 3;
+    case kind_delete_group: return 4;
+    default: return 2;
+  }
+}
 constexpr bool is_group_state(int32_t k) { return k >= 39000 && k <= 39003; }
 
 // Group ids: 1..64 characters of [a-z0-9_-] (the channels_id_shape CHECK).

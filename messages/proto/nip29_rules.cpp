@@ -54,11 +54,14 @@ status may_post(const channel_view& ch, std::optional<role> author_role) {
 }
 
 status may_read(const channel_view& ch, size_t member_count) {
+  // A private channel the reader is not in is refused in the words used for
+  // one that does not exist: a read (REQ, COUNT, NIP-77) must not tell a
+  // non-member which private channels there are.
+  if (!ch.exists || (!ch.open && member_count == 0))
+    return restricted("no such channel, or a private channel you are not a member of");
   // Archived channels stay readable: archiving stops writes, not history.
   if (status s = check_live(ch); !s.ok())
     return s;
-  if (!ch.open && member_count == 0)
-    return restricted("not a member of this private channel");
   return {};
 }
 

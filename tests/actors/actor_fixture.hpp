@@ -84,6 +84,12 @@ struct fake_reader_log {
     caf::typed_response_promise<count_reply> promise;
   };
   std::deque<held_count> count_requests;
+  // NIP-77 item reads: answered with `sync_reply` at once, or held while
+  // `hold_syncs`; every request is kept in `sync_asked`.
+  sync_items_reply sync_reply;
+  bool hold_syncs = false;
+  std::vector<sync_items_request> sync_asked;
+  std::deque<caf::typed_response_promise<sync_items_reply>> sync_requests;
 };
 
 inline caf::behavior fake_reader(caf::event_based_actor* self,
@@ -101,6 +107,20 @@ inline caf::behavior fake_reader(caf::event_based_actor* self,
       else
         promise.deliver(count_reply{log->count, {}});
       return promise;
+    },
+    [self, log](sync_items_request& req) {
+      auto promise = self->make_response_promise<sync_items_reply>();
+      log->sync_asked.push_back(req);
+      if (log->hold_syncs)
+        log->sync_requests.push_back(promise);
+      else
+        promise.deliver(log->sync_reply);
+      return promise;
+    },
+    [log](caf::atom_value, sync_items_reply& reply) {
+      auto p = std::move(log->sync_requests.front());
+      log->sync_requests.pop_front();
+      p.deliver(std::move(reply));
     },
     [log](caf::atom_value, count_reply& reply) {
       auto h = std::move(log->count_requests.front());

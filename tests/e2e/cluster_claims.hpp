@@ -32,7 +32,7 @@
 #include "tests/support/event_builder.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 
 extern char** environ;
 

@@ -18,7 +18,7 @@
 
 #include "actors/node/node.hpp"
 #include "gateway/server.hpp"
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 #include "messages/proto/client_message.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/event_builder.hpp"

@@ -13,7 +13,7 @@
 
 #include <boost/asio.hpp>
 
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 #include "tests/support/free_port.hpp"
 #include "messages/proto/event.hpp"
 #include "tests/support/pg_fixture.hpp"

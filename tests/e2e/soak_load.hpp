@@ -17,7 +17,7 @@
 
 #include <rapidjson/document.h>
 
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 #include "messages/proto/filter.hpp"
 #include "tests/support/event_builder.hpp"
 

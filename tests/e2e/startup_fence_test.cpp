@@ -19,7 +19,7 @@
 #include "actors/node/node.hpp"
 #include "db/group_store.hpp"
 #include "db/roster_fence.hpp"
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/test_paths.hpp"

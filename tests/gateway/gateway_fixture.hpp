@@ -25,7 +25,7 @@
 #include "messages/proto/nip98.hpp"
 #include "gateway/server.hpp"
 #include "gateway/ws_session.hpp"
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 #include "messages/proto/event.hpp"
 #include "messages/fanout.hpp"
 #include "messages/register_types.hpp"

@@ -102,6 +102,30 @@ TEST(ClientMessage, Count) {
   EXPECT_EQ(std::get<count_msg>(m).filters.size(), 1u);
 }
 
+TEST(ClientMessage, NegentropyFrames) {
+  auto open = parse_ok(R"(["NEG-OPEN","n",{"kinds":[1]},"6100"])");
+  ASSERT_TRUE(std::holds_alternative<neg_open_msg>(open));
+  EXPECT_EQ(std::get<neg_open_msg>(open).sub_id, "n");
+  EXPECT_EQ(std::get<neg_open_msg>(open).message, std::string("\x61\x00", 2));
+  ASSERT_TRUE(std::get<neg_open_msg>(open).f.kinds.has_value());
+  auto msg = parse_ok(R"(["NEG-MSG","n","61"])");
+  ASSERT_TRUE(std::holds_alternative<neg_msg>(msg));
+  EXPECT_EQ(std::get<neg_msg>(msg).message, "\x61");
+  ASSERT_TRUE(std::holds_alternative<neg_close_msg>(parse_ok(R"(["NEG-CLOSE","n"])")));
+  // With a readable id every error is a NEG-ERR naming it; without, a NOTICE.
+  for (const char* bad : {R"(["NEG-OPEN","n",{},"6"])", R"(["NEG-OPEN","n",{},"zz"])",
+                          R"(["NEG-OPEN","n",{},""])", R"(["NEG-OPEN","n",{"bogus":1},"61"])",
+                          R"(["NEG-OPEN","n",{}])", R"(["NEG-MSG","n",61])",
+                          R"(["NEG-CLOSE","n","extra"])"}) {
+    auto e = parse_bad(bad);
+    EXPECT_EQ(e.reply, reply::neg_err) << bad;
+    EXPECT_EQ(e.ref, "n") << bad;
+  }
+  expect_notice(R"(["NEG-MSG",7,"61"])", "subscription id");
+  EXPECT_EQ(render_neg_msg("n", std::string("\x61\xff", 2)), R"(["NEG-MSG","n","61ff"])");
+  EXPECT_EQ(render_neg_err("n", "blocked: \"x\""), R"(["NEG-ERR","n","blocked: \"x\""])");
+}
+
 TEST(ClientMessage, Close) {
   auto m = parse_ok(R"(["CLOSE","sub1"])");
   ASSERT_TRUE(std::holds_alternative<close_msg>(m));

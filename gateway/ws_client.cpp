@@ -1,6 +1,6 @@
 #include <boost/beast/core/string.hpp>
 
-#include "tests/support/ws_client.hpp"
+#include "gateway/ws_client.hpp"
 
 #include <cctype>
 

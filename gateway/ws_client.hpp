@@ -1,8 +1,8 @@
 #pragma once
 
-// Small synchronous HTTP and WebSocket clients for tests (the
-// waggle_test_ws_client library): not part of the relay, so not in gateway/.
-// Not thread-safe: one thread drives one client. Nothing here throws on
+// Small synchronous HTTP and WebSocket clients: `waggle sync` talks to
+// another relay with them, and the tests to a running node. Plain ws:// and
+// http:// only. Not thread-safe: one thread drives one client. Nothing here throws on
 // network errors: failures are reported through return values and error().
 
 #include <chrono>
