@@ -5,9 +5,25 @@
 
 #include <pqxx/pqxx>
 
+#include "messages/proto/nip29.hpp"
 #include "messages/proto/relay_kinds.hpp"
 
 namespace waggle::db {
+
+namespace {
+
+// proto::nip29::replay_rank as SQL, written out from the function itself so
+// the two cannot differ: within one second a channel's creation and
+// admissions come before its posts, removals and deletions after.
+std::string replay_rank_sql() {
+  std::string sql = "CASE kind";
+  for (int32_t k = 9000; k <= 9022; ++k)
+    if (proto::nip29::replay_rank(k) != proto::nip29::replay_rank(1))
+      sql += " WHEN " + std::to_string(k) + " THEN " + std::to_string(proto::nip29::replay_rank(k));
+  return sql + " ELSE " + std::to_string(proto::nip29::replay_rank(1)) + " END";
+}
+
+}  // namespace
 
 export_counts export_events(pqxx::connection& conn, int64_t community_id,
                             const export_range& range, int64_t now, size_t chunk,
@@ -16,7 +32,8 @@ export_counts export_events(pqxx::connection& conn, int64_t community_id,
   export_counts counts;
   pqxx::read_transaction tx(conn);
   // The order is the one an import must apply (commands before the posts
-  // they allow); ties by id make two exports of one set byte-identical.
+  // they allow, within a second too: replay_rank); ties by id make two
+  // exports of one set byte-identical.
   // events_live_created serves it (backwards, then an incremental sort of
   // each second's ties by id), so rows stream from the first FETCH on.
   tx.exec_params(
@@ -25,7 +42,7 @@ export_counts export_events(pqxx::connection& conn, int64_t community_id,
     "WHERE community_id = $1 AND deleted_at IS NULL "
     "AND (expires_at IS NULL OR expires_at > $2) "
     "AND created_at >= $3 AND created_at <= $4 "
-    "ORDER BY created_at, id",
+    "ORDER BY created_at, " + replay_rank_sql() + ", id",
     community_id, now, range.since.value_or(std::numeric_limits<int64_t>::min()),
     range.until.value_or(std::numeric_limits<int64_t>::max()));
   const std::string fetch = "FETCH " + std::to_string(chunk ? chunk : 1) + " FROM waggle_export";
