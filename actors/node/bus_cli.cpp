@@ -1,4 +1,5 @@
 #include "actors/node/bus_cli.hpp"
+#include "actors/node/cli_args.hpp"
 
 #include <openssl/rand.h>
 
@@ -42,21 +43,6 @@ int usage(const std::string& what) {
   return 2;
 }
 
-std::string take(std::vector<std::string>& args, const std::string& flag, std::string fallback) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) {
-      auto v = args[i + 1];
-      args.erase(args.begin() + i, args.begin() + i + 2);
-      return v;
-    }
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      auto v = args[i].substr(flag.size() + 1);
-      args.erase(args.begin() + i);
-      return v;
-    }
-  }
-  return fallback;
-}
 
 std::string from_env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -77,14 +63,14 @@ int run_bus_cli(std::vector<std::string> args) {
     return usage("");
   auto verb = args.front();
   args.erase(args.begin());
-  auto driver = take(args, "--bus", from_env("WAGGLE_BUS", "postgres"));
-  auto url = take(args, "--database-url", from_env("WAGGLE_DATABASE_URL", ""));
-  auto nats_url = take(args, "--nats-url", from_env("WAGGLE_NATS_URL", "nats://127.0.0.1:4222"));
-  auto node_id = take(args, "--node-id", "");
+  auto driver = take_flag(args, "--bus", from_env("WAGGLE_BUS", "postgres"));
+  auto url = take_flag(args, "--database-url", from_env("WAGGLE_DATABASE_URL", ""));
+  auto nats_url = take_flag(args, "--nats-url", from_env("WAGGLE_NATS_URL", "nats://127.0.0.1:4222"));
+  auto node_id = take_flag(args, "--node-id", "");
   int64_t timeout_ms = 0, wait_ms = 0;
   try {
-    timeout_ms = std::stoll(take(args, "--timeout-ms", "5000"));
-    wait_ms = std::stoll(take(args, "--wait-ms", driver == "caf" ? "5000" : "0"));
+    timeout_ms = std::stoll(take_flag(args, "--timeout-ms", "5000"));
+    wait_ms = std::stoll(take_flag(args, "--wait-ms", driver == "caf" ? "5000" : "0"));
   } catch (const std::exception&) {
     return usage("--timeout-ms and --wait-ms are numbers of milliseconds");
   }

@@ -20,6 +20,7 @@
 #include <pqxx/connection>
 
 #include "actors/node/bus_cli.hpp"
+#include "actors/node/cli_args.hpp"
 #include "actors/node/community_cli.hpp"
 #include "actors/node/sync_cli.hpp"
 #include "actors/node/config.hpp"
@@ -56,23 +57,6 @@ int usage() {
   return 2;
 }
 
-// Pulls "--flag value" / "--flag=value" out of args; the rest stay.
-std::string take_flag(std::vector<std::string>& args, const std::string& flag,
-                      std::string fallback) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) {
-      auto v = args[i + 1];
-      args.erase(args.begin() + i, args.begin() + i + 2);
-      return v;
-    }
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      auto v = args[i].substr(flag.size() + 1);
-      args.erase(args.begin() + i);
-      return v;
-    }
-  }
-  return fallback;
-}
 
 std::string database_url(std::vector<std::string>& args) {
   const char* env = std::getenv("WAGGLE_DATABASE_URL");

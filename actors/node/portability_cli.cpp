@@ -8,6 +8,7 @@
 
 #include <pqxx/connection>
 
+#include "actors/node/cli_args.hpp"
 #include "actors/node/event_loader.hpp"
 #include "actors/support/log.hpp"
 #include "db/event_export.hpp"
@@ -28,22 +29,6 @@ int usage_error(const std::string& what) {
   return 2;
 }
 
-// Takes "--flag value" or "--flag=value" out of `args`.
-std::optional<std::string> take(std::vector<std::string>& args, const std::string& flag) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) {
-      auto v = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return v;
-    }
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      auto v = args[i].substr(flag.size() + 1);
-      args.erase(args.begin() + static_cast<long>(i));
-      return v;
-    }
-  }
-  return std::nullopt;
-}
 
 std::optional<int64_t> integer(const std::string& text) {
   try {
@@ -145,11 +130,11 @@ struct import_counts {
 // ---- export ---------------------------------------------------------------------
 
 int run_export(std::vector<std::string> args) {
-  auto host = take(args, "--community").value_or("");
-  auto since_text = take(args, "--since");
-  auto until_text = take(args, "--until");
+  auto host = take_flag(args, "--community").value_or("");
+  auto since_text = take_flag(args, "--since");
+  auto until_text = take_flag(args, "--until");
   const char* env_url = std::getenv("WAGGLE_DATABASE_URL");
-  auto url = take(args, "--database-url").value_or(env_url ? env_url : "");
+  auto url = take_flag(args, "--database-url").value_or(env_url ? env_url : "");
   if (!args.empty())
     return usage_error("export: unexpected argument " + args.front());
   if (url.empty())
@@ -206,8 +191,8 @@ int run_export(std::vector<std::string> args) {
 // ---- import ---------------------------------------------------------------------
 
 int run_import(std::vector<std::string> args) {
-  auto host = take(args, "--community");
-  auto batch_text = take(args, "--batch").value_or("1000");
+  auto host = take_flag(args, "--community");
+  auto batch_text = take_flag(args, "--batch").value_or("1000");
   if (args.empty() || args.front().rfind("--", 0) == 0)
     return usage_error("import: name the file to read (- for stdin)");
   auto path = args.front();

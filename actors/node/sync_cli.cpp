@@ -10,6 +10,7 @@
 
 #include <pqxx/connection>
 
+#include "actors/node/cli_args.hpp"
 #include "actors/node/config.hpp"
 #include "actors/node/event_loader.hpp"
 #include "actors/node/sync_peer.hpp"
@@ -43,21 +44,6 @@ int usage() {
   return 2;
 }
 
-std::string take(std::vector<std::string>& args, const std::string& flag, std::string fallback) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) {
-      auto v = args[i + 1];
-      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-      return v;
-    }
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      auto v = args[i].substr(flag.size() + 1);
-      args.erase(args.begin() + static_cast<long>(i));
-      return v;
-    }
-  }
-  return fallback;
-}
 
 std::string secret_key() {
   if (const char* k = std::getenv("WAGGLE_SYNC_SECRET_KEY"); k && *k)
@@ -97,15 +83,15 @@ struct tally {
 
 int run_sync(std::vector<std::string> args, const std::string& database_url) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto filter_text = take(args, "--filter", "{}");
-  auto dir = take(args, "--dir", "down");
-  auto host = take(args, "--community", "");
-  auto connect_to = take(args, "--connect-to", "");
+  auto filter_text = take_flag(args, "--filter", "{}");
+  auto dir = take_flag(args, "--dir", "down");
+  auto host = take_flag(args, "--community", "");
+  auto connect_to = take_flag(args, "--connect-to", "");
   uint64_t limit = 0;
   size_t frame_limit = 30000;
   try {
-    limit = std::stoull(take(args, "--limit", "0"));
-    frame_limit = std::stoul(take(args, "--frame-limit", "30000"));
+    limit = std::stoull(take_flag(args, "--limit", "0"));
+    frame_limit = std::stoul(take_flag(args, "--frame-limit", "30000"));
   } catch (const std::exception&) {
     std::cerr << "waggle sync: --limit and --frame-limit take numbers\n";
     return 2;
